@@ -1,0 +1,243 @@
+//! `hottext order`: profile in, linker input out, with the layout's figures.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::ValueEnum;
+use hottext::binary::Binary;
+use hottext::graph::{FuncId, Graph};
+use hottext::layout::metrics::{measure, place_in_order, Metrics, Placement};
+use hottext::layout::{order, Algorithm, Params};
+use hottext::link::{emit, markers_object, Entry, Format};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use crate::output;
+
+/// Order the functions of a profile and write the input a linker needs.
+///
+/// Formats: `list` (one symbol a line), `ld-script` (GNU ld or lld: -Wl,-T,FILE; defines
+/// __hot_start/__hot_end and aligns them itself), `gold-order` (gold: -Wl,--section-ordering-file=FILE),
+/// `lld-order` (lld or mold: -Wl,--symbol-ordering-file=FILE). The two order-file formats cannot
+/// define the markers: add `--markers hot_markers.o` and link that object too.
+///
+/// With --binary, profile functions the binary lacks are named in a warning and left out, and the
+/// layout's figures are shown next to those of the binary's current (address) order.
+///
+/// Example: hottext order server.profile --binary ./server --format ld-script -o hot.ld
+#[derive(clap::Args)]
+pub struct Args {
+    /// The profile written by `hottext profile`.
+    profile: PathBuf,
+    #[arg(long, value_enum, default_value_t = AlgorithmArg::C3)]
+    algorithm: AlgorithmArg,
+    #[arg(long, value_enum, default_value_t = FormatArg::List)]
+    format: FormatArg,
+    /// Write the order here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The binary the order is for: checks symbols and build-id, and scores its current layout.
+    #[arg(long, value_name = "BIN")]
+    binary: Option<PathBuf>,
+    /// Also write the markers object (needed with gold-order and lld-order).
+    #[arg(long, value_name = "FILE.o")]
+    markers: Option<PathBuf>,
+    /// C3: stop growing a cluster past this many bytes (the paper's page size).
+    #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
+    merge_threshold: u64,
+    /// Use the profile even though its build-id differs from the binary's.
+    #[arg(long)]
+    allow_build_id_mismatch: bool,
+    /// Print the layout figures as JSON on stdout (needs -o for the order itself).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AlgorithmArg {
+    /// Call-chain clustering (hfsort)
+    C3,
+    /// Pettis-Hansen
+    Ph,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    List,
+    LdScript,
+    GoldOrder,
+    LldOrder,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    algorithm: &'a str,
+    functions_ordered: usize,
+    functions_missing_in_binary: Vec<&'a str>,
+    ordered: Metrics,
+    current: Option<Metrics>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.json && args.output.is_none() {
+        bail!("--json prints the figures on stdout; give -o FILE for the order");
+    }
+    let file = File::open(&args.profile).with_context(|| format!("cannot open profile {}", args.profile.display()))?;
+    let graph = Graph::read(BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("cannot read profile {}", args.profile.display()))?;
+
+    let binary = args.binary.as_deref().map(Binary::open).transpose()?;
+    if let Some(bin) = &binary {
+        check_build_id(&graph, bin, args.allow_build_id_mismatch)?;
+    }
+
+    let (algorithm, name) = match args.algorithm {
+        AlgorithmArg::C3 => (Algorithm::C3, "c3"),
+        AlgorithmArg::Ph => (Algorithm::PettisHansen, "ph"),
+    };
+    let params = Params { merge_threshold: args.merge_threshold };
+    let ordered = order(&graph, algorithm, &params);
+
+    // Functions the binary lacks are named, then left out of the linker input.
+    let addresses = binary.as_ref().map(|b| addresses_by_name(&graph, b));
+    let mut missing = Vec::new();
+    let mut kept: Vec<FuncId> = Vec::with_capacity(ordered.len());
+    for &f in &ordered {
+        match &addresses {
+            Some(at) if at[f as usize].is_none() => missing.push(graph.funcs[f as usize].name.as_str()),
+            _ => kept.push(f),
+        }
+    }
+    if kept.is_empty() {
+        bail!(
+            "none of the profile's {} functions is in {}: the profile is from another program",
+            graph.funcs.len(),
+            args.binary.as_deref().unwrap_or_else(|| args.profile.as_path()).display()
+        );
+    }
+    if !missing.is_empty() {
+        output::warn(format!(
+            "{} of the profile's {} functions are not in the binary and are left out: {}",
+            missing.len(),
+            graph.funcs.len(),
+            output::some_of(&missing, 8)
+        ));
+    }
+
+    let format = match args.format {
+        FormatArg::List => Format::List,
+        FormatArg::LdScript => Format::LdScript,
+        FormatArg::GoldOrder => Format::GoldOrder,
+        FormatArg::LldOrder => Format::SymbolOrder,
+    };
+    let entries: Vec<Entry> = kept
+        .iter()
+        .map(|&f| Entry { name: &graph.funcs[f as usize].name, aliases: &graph.funcs[f as usize].aliases })
+        .collect();
+    let origin = format!("{name} order of {}", args.profile.display());
+    match &args.output {
+        Some(path) => {
+            let mut out = BufWriter::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
+            emit(format, &entries, &origin, &mut out).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        None => emit(format, &entries, &origin, &mut std::io::stdout().lock())?,
+    }
+    if let Some(path) = &args.markers {
+        let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);
+        let bytes = markers_object(arch).context("cannot build the markers object")?;
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    } else if format.needs_markers_object() {
+        output::warn("this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object");
+    }
+
+    let summary = Summary {
+        algorithm: name,
+        functions_ordered: kept.len(),
+        functions_missing_in_binary: missing,
+        ordered: measure(&graph, &place_in_order(&graph, &kept)),
+        current: addresses.as_ref().map(|at| measure(&graph, at)),
+    };
+    if args.json {
+        output::json(&summary)?;
+    } else {
+        print_summary(&summary)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_build_id(graph: &Graph, binary: &Binary, allow: bool) -> anyhow::Result<()> {
+    let (Some(theirs), Some(ours)) = (graph.header("build-id"), binary.build_id_hex()) else {
+        return Ok(());
+    };
+    if theirs == ours {
+        return Ok(());
+    }
+    let msg = format!(
+        "the profile was taken from build-id {theirs}, but {} has build-id {ours}",
+        binary.path.display()
+    );
+    if allow {
+        output::warn(format!("{msg}; using it anyway (--allow-build-id-mismatch)"));
+        Ok(())
+    } else {
+        bail!("{msg}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway")
+    }
+}
+
+/// Where each profile function sits in the binary now, matched by name or alias.
+fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
+    let mut by_name: FxHashMap<&str, u64> = FxHashMap::default();
+    for f in &binary.functions {
+        by_name.insert(&f.name, f.start.0);
+        for a in &f.aliases {
+            by_name.entry(a).or_insert(f.start.0);
+        }
+    }
+    graph
+        .funcs
+        .iter()
+        .map(|f| std::iter::once(&f.name).chain(&f.aliases).find_map(|n| by_name.get(n.as_str()).copied()))
+        .collect()
+}
+
+fn host_arch() -> object::Architecture {
+    if cfg!(target_arch = "aarch64") {
+        object::Architecture::Aarch64
+    } else {
+        object::Architecture::X86_64
+    }
+}
+
+fn print_summary(s: &Summary) -> anyhow::Result<()> {
+    // The order itself may be on stdout, so the figures go to stderr.
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "hottext: ordered {} functions with {}", s.functions_ordered, s.algorithm)?;
+    let rows: [(&str, fn(&Metrics) -> String); 9] = [
+        ("hot functions", |m| m.hot_functions.to_string()),
+        ("hot bytes", |m| output::bytes(m.hot_bytes)),
+        ("hot span", |m| output::bytes(m.hot_span_bytes)),
+        ("4 KiB pages for 99% of samples", |m| m.pages_4k_99.to_string()),
+        ("2 MiB pages for 99% of samples", |m| m.pages_2m_99.to_string()),
+        ("call weight within 64 B", |m| format!("{:.1}%", 100.0 * m.calls_within_64b)),
+        ("call weight within 4 KiB", |m| format!("{:.1}%", 100.0 * m.calls_within_4k)),
+        ("call weight within 2 MiB", |m| format!("{:.1}%", 100.0 * m.calls_within_2m)),
+        ("weighted call distance", |m| m.weighted_call_distance.to_string()),
+    ];
+    match &s.current {
+        Some(cur) => {
+            writeln!(err, "  {:<32} {:>14} {:>14}", "", "current", s.algorithm)?;
+            for (label, f) in rows {
+                writeln!(err, "  {label:<32} {:>14} {:>14}", f(cur), f(&s.ordered))?;
+            }
+        }
+        None => {
+            for (label, f) in rows {
+                writeln!(err, "  {label:<32} {:>14}", f(&s.ordered))?;
+            }
+        }
+    }
+    Ok(())
+}

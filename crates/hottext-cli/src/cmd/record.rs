@@ -1,0 +1,10 @@
+//! `hottext record` (being written).
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("'record' is not written yet")
+}

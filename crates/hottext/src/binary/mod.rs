@@ -1,0 +1,252 @@
+//! ELF facts about one executable: its functions (address, size, names), build-id, executable
+//! segments and the hot-text markers.
+//!
+//! Several symbols at one address are one function with aliases (identical-code folding, C
+//! `alias` attributes). Local symbols stay distinct functions; when two locals share a name, each
+//! gets a qualified name `name;file` (the `STT_FILE` symbol before it), so profiles stay
+//! unambiguous. [`symbol_of`] strips the qualifier where a linker wants the plain symbol.
+
+mod addr;
+
+pub use addr::{FileOffset, RuntimeAddr, StatedAddr};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use rustc_hash::FxHashMap;
+
+/// Name of the symbol the layout puts at the start of the hot range (2 MiB aligned).
+pub const HOT_START: &str = "__hot_start";
+/// Name of the symbol just past the last hot function.
+pub const HOT_END: &str = "__hot_end";
+/// Huge page size on x86-64 and the alignment of `__hot_start`.
+pub const HUGE_PAGE: u64 = 2 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    pub start: StatedAddr,
+    pub size: u64,
+    /// Canonical name: a global if there is one, else the first local; qualified when ambiguous.
+    pub name: String,
+    pub aliases: Vec<String>,
+}
+
+impl Function {
+    pub fn end(&self) -> StatedAddr {
+        StatedAddr(self.start.0 + self.size)
+    }
+}
+
+/// A loadable executable segment, for turning file offsets (mmap records) into stated addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecSegment {
+    pub start: StatedAddr,
+    pub mem_size: u64,
+    pub offset: FileOffset,
+    pub file_size: u64,
+}
+
+#[derive(Debug)]
+pub struct Binary {
+    pub path: PathBuf,
+    pub build_id: Option<Vec<u8>>,
+    /// Position-independent (ET_DYN): loaded at a bias chosen at run time.
+    pub is_pie: bool,
+    pub architecture: object::Architecture,
+    /// Sorted by start address, non-overlapping starts.
+    pub functions: Vec<Function>,
+    pub exec_segments: Vec<ExecSegment>,
+    /// Every defined symbol's address by name (plain names), for markers and look-ups.
+    symbols: FxHashMap<String, StatedAddr>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BinaryError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not an ELF file hottext can read: {msg}")]
+    NotElf { path: PathBuf, msg: String },
+    #[error("{path} has no function symbols (it was stripped?); hottext needs the symbol table: rebuild without -s / strip")]
+    NoSymbols { path: PathBuf },
+}
+
+impl Binary {
+    pub fn open(path: &Path) -> Result<Binary, BinaryError> {
+        let data = std::fs::read(path).map_err(|source| BinaryError::Io { path: path.into(), source })?;
+        Self::parse(path, &data)
+    }
+
+    pub fn parse(path: &Path, data: &[u8]) -> Result<Binary, BinaryError> {
+        let not_elf = |msg: String| BinaryError::NotElf { path: path.into(), msg };
+        let file = object::File::parse(data).map_err(|e| not_elf(e.to_string()))?;
+        if file.format() != object::BinaryFormat::Elf {
+            return Err(not_elf(format!("it is {:?}", file.format())));
+        }
+        let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let is_pie = file.kind() == object::ObjectKind::Dynamic;
+
+        let exec_segments = file
+            .segments()
+            .filter(|s| matches!(s.flags(), object::SegmentFlags::Elf { p_flags, .. } if p_flags.contains(object::elf::PF_X)))
+            .map(|s| {
+                let (offset, file_size) = s.file_range();
+                ExecSegment { start: StatedAddr(s.address()), mem_size: s.size(), offset: FileOffset(offset), file_size }
+            })
+            .collect();
+
+        let text_sections: Vec<object::SectionIndex> = file
+            .sections()
+            .filter(|s| s.kind() == SectionKind::Text)
+            .map(|s| s.index())
+            .collect();
+
+        // Symbols at one address form one function; BTreeMap keeps them sorted by address.
+        let mut at: BTreeMap<u64, Vec<RawSym>> = BTreeMap::new();
+        let mut symbols = FxHashMap::default();
+        let mut file_name = String::new();
+        for sym in file.symbols() {
+            let name = sym.name().unwrap_or("");
+            if sym.kind() == SymbolKind::File {
+                file_name = name.to_string();
+                continue;
+            }
+            if sym.is_undefined() || name.is_empty() {
+                continue;
+            }
+            symbols.entry(name.to_string()).or_insert(StatedAddr(sym.address()));
+            let in_text = sym.section_index().is_some_and(|i| text_sections.contains(&i));
+            if sym.kind() != SymbolKind::Text || !in_text || sym.size() == 0 {
+                continue;
+            }
+            at.entry(sym.address()).or_default().push(RawSym {
+                name: name.to_string(),
+                size: sym.size(),
+                local: sym.is_local(),
+                file: file_name.clone(),
+            });
+        }
+        if at.is_empty() {
+            return Err(BinaryError::NoSymbols { path: path.into() });
+        }
+        Ok(Binary {
+            path: path.into(),
+            build_id,
+            is_pie,
+            architecture: file.architecture(),
+            functions: name_functions(at),
+            exec_segments,
+            symbols,
+        })
+    }
+
+    pub fn build_id_hex(&self) -> Option<String> {
+        self.build_id.as_deref().map(hex)
+    }
+
+    /// The function whose bytes contain `addr`.
+    pub fn function_at(&self, addr: StatedAddr) -> Option<usize> {
+        let i = self.functions.partition_point(|f| f.start <= addr).checked_sub(1)?;
+        (addr < self.functions[i].end()).then_some(i)
+    }
+
+    pub fn symbol(&self, name: &str) -> Option<StatedAddr> {
+        self.symbols.get(name).copied()
+    }
+
+    /// `[__hot_start, __hot_end)` when both markers are defined.
+    pub fn hot_range(&self) -> Option<(StatedAddr, StatedAddr)> {
+        Some((self.symbol(HOT_START)?, self.symbol(HOT_END)?))
+    }
+
+    /// The stated address that a file offset inside an executable segment is loaded at.
+    pub fn stated_for_offset(&self, offset: FileOffset) -> Option<StatedAddr> {
+        self.exec_segments
+            .iter()
+            .find(|s| offset.0 >= s.offset.0 && offset.0 < s.offset.0 + s.file_size)
+            .map(|s| StatedAddr(s.start.0 + (offset.0 - s.offset.0)))
+    }
+}
+
+struct RawSym {
+    name: String,
+    size: u64,
+    local: bool,
+    file: String,
+}
+
+/// Picks each function's canonical name and qualifies local names that occur more than once.
+fn name_functions(at: BTreeMap<u64, Vec<RawSym>>) -> Vec<Function> {
+    let mut chosen: Vec<(u64, RawSym, Vec<String>)> = Vec::with_capacity(at.len());
+    for (addr, mut syms) in at {
+        // Globals first, then by name: a stable choice whatever the symbol table order.
+        syms.sort_by(|a, b| a.local.cmp(&b.local).then_with(|| a.name.cmp(&b.name)));
+        let mut syms = syms.into_iter();
+        let Some(first) = syms.next() else { continue };
+        let mut size = first.size;
+        let mut aliases = Vec::new();
+        for s in syms {
+            size = size.max(s.size);
+            if s.name != first.name && !aliases.contains(&s.name) {
+                aliases.push(s.name);
+            }
+        }
+        chosen.push((addr, RawSym { size, ..first }, aliases));
+    }
+    let mut count: FxHashMap<&str, u32> = FxHashMap::default();
+    for (_, s, _) in &chosen {
+        *count.entry(s.name.as_str()).or_default() += 1;
+    }
+    let ambiguous: Vec<bool> = chosen.iter().map(|(_, s, _)| count[s.name.as_str()] > 1).collect();
+    drop(count);
+
+    let mut seen: FxHashMap<String, u32> = FxHashMap::default();
+    chosen
+        .into_iter()
+        .zip(ambiguous)
+        .map(|((addr, s, aliases), ambiguous)| {
+            let mut name = if ambiguous && s.local { format!("{};{}", s.name, s.file) } else { s.name };
+            let n = seen.entry(name.clone()).or_default();
+            *n += 1;
+            if *n > 1 {
+                name = format!("{name};{n}");
+            }
+            Function { start: StatedAddr(addr), size: s.size, name, aliases }
+        })
+        .collect()
+}
+
+/// The linker-visible symbol of a profile name: drops the `;file` qualifier of ambiguous locals.
+pub fn symbol_of(name: &str) -> &str {
+    name.split(';').next().unwrap_or(name)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualifier_is_stripped_for_linkers() {
+        assert_eq!(symbol_of("helper;a.c"), "helper");
+        assert_eq!(symbol_of("helper;a.c;2"), "helper");
+        assert_eq!(symbol_of("_ZN3foo3barEv"), "_ZN3foo3barEv");
+    }
+
+    #[test]
+    fn duplicate_locals_stay_distinct_and_aliases_merge() {
+        let sym = |name: &str, local: bool, file: &str| RawSym { name: name.into(), size: 16, local, file: file.into() };
+        let mut at = BTreeMap::new();
+        at.insert(0x1000, vec![sym("helper", true, "a.c")]);
+        at.insert(0x2000, vec![sym("helper", true, "b.c")]);
+        at.insert(0x3000, vec![sym("zed_alias", false, "b.c"), sym("main", false, "b.c"), sym("loc", true, "b.c")]);
+        let f = name_functions(at);
+        let names: Vec<&str> = f.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["helper;a.c", "helper;b.c", "main"]);
+        assert_eq!(f[2].aliases, ["zed_alias", "loc"]);
+    }
+}

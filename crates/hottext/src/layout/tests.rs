@@ -1,0 +1,139 @@
+//! Hand-written graphs with the expected order, one rule a test.
+
+use super::metrics::{measure, place_in_order};
+use super::{order, Algorithm, Params};
+use crate::graph::{Graph, GraphBuilder};
+
+/// Builds a graph from `(name, size, samples)` functions and `(caller, callee, weight)` calls.
+fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
+    let mut b = GraphBuilder::default();
+    for &(name, size, samples) in funcs {
+        let id = b.func(name, size);
+        b.add_samples(id, samples);
+    }
+    for &(caller, callee, w) in calls {
+        let (a, c) = (b.func(caller, 0), b.func(callee, 0));
+        b.add_call(a, c, w);
+    }
+    b.finish()
+}
+
+fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
+    order(g, algorithm, &Params::default())
+        .into_iter()
+        .map(|f| g.funcs[f as usize].name.clone())
+        .collect()
+}
+
+/// Figure 2 of the hfsort paper.
+fn figure2() -> Graph {
+    graph(
+        &[("A", 100, 0), ("B", 100, 100), ("C", 100, 70), ("D", 100, 90)],
+        &[("A", "B", 100), ("A", "C", 40), ("B", "C", 30), ("C", "D", 90)],
+    )
+}
+
+#[test]
+fn paper_figure2_c3_order_and_distance() {
+    let g = figure2();
+    assert_eq!(names(&g, Algorithm::C3), ["A", "B", "C", "D"]);
+    let m = measure(&g, &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default())));
+    assert_eq!(m.weighted_call_distance, 17_000);
+}
+
+#[test]
+fn paper_figure2_pettis_hansen_order_and_distance() {
+    let g = figure2();
+    assert_eq!(names(&g, Algorithm::PettisHansen), ["B", "A", "C", "D"]);
+    let m = measure(&g, &place_in_order(&g, &order(&g, Algorithm::PettisHansen, &Params::default())));
+    assert_eq!(m.weighted_call_distance, 26_000);
+}
+
+#[test]
+fn c3_appends_callee_after_its_heaviest_caller() {
+    let g = graph(
+        &[("light", 10, 1), ("heavy", 10, 1), ("callee", 10, 50)],
+        &[("light", "callee", 5), ("heavy", "callee", 9)],
+    );
+    assert_eq!(names(&g, Algorithm::C3)[..2], ["heavy", "callee"]);
+}
+
+#[test]
+fn c3_does_not_grow_a_cluster_past_the_merge_threshold() {
+    // "big" is over the 4 KiB threshold, so its callee stays in a cluster of its own and the
+    // denser callee goes first.
+    let g = graph(&[("big", 5000, 10), ("small", 100, 50)], &[("big", "small", 50)]);
+    assert_eq!(names(&g, Algorithm::C3), ["small", "big"]);
+    let merged = order(&g, Algorithm::C3, &Params { merge_threshold: 10_000 });
+    assert_eq!(merged, [0, 1]);
+}
+
+#[test]
+fn c3_sorts_clusters_by_density() {
+    // Same samples, different sizes, no calls: the smaller function is denser.
+    let g = graph(&[("wide", 400, 10), ("narrow", 40, 10), ("cold", 10, 0)], &[]);
+    assert_eq!(names(&g, Algorithm::C3), ["narrow", "wide", "cold"]);
+}
+
+#[test]
+fn c3_ignores_self_calls_and_zero_weight_arcs() {
+    let g = graph(
+        &[("f", 10, 10), ("g", 10, 20)],
+        &[("f", "f", 1000), ("g", "g", 5), ("f", "g", 0)],
+    );
+    // No usable arc: each stays alone and density decides.
+    assert_eq!(names(&g, Algorithm::C3), ["g", "f"]);
+}
+
+#[test]
+fn c3_leaves_a_call_cycle_in_one_cluster() {
+    let g = graph(&[("a", 10, 5), ("b", 10, 6)], &[("a", "b", 10), ("b", "a", 10)]);
+    let got = names(&g, Algorithm::C3);
+    assert_eq!(got, ["a", "b"]);
+}
+
+#[test]
+fn pettis_hansen_merges_heaviest_edge_first_ignoring_direction() {
+    // x<->y (10 + 10) outweighs x->z (15), so x and y end up adjacent.
+    let g = graph(
+        &[("x", 10, 1), ("y", 10, 1), ("z", 10, 1)],
+        &[("x", "y", 10), ("y", "x", 10), ("x", "z", 15)],
+    );
+    let got = names(&g, Algorithm::PettisHansen);
+    let pos = |n: &str| got.iter().position(|g| g == n).unwrap();
+    assert_eq!(pos("x").abs_diff(pos("y")), 1, "{got:?}");
+}
+
+#[test]
+fn orders_are_deterministic_and_complete() {
+    let g = figure2();
+    for algorithm in [Algorithm::C3, Algorithm::PettisHansen] {
+        let a = order(&g, algorithm, &Params::default());
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 1, 2, 3]);
+        assert_eq!(a, order(&g, algorithm, &Params::default()));
+    }
+}
+
+#[test]
+fn metrics_count_pages_and_call_shares() {
+    let g = figure2();
+    let m = measure(&g, &place_in_order(&g, &[0, 1, 2, 3]));
+    assert_eq!(m.hot_functions, 3);
+    assert_eq!(m.hot_bytes, 300);
+    assert_eq!(m.hot_span_bytes, 300); // B starts at 100, D ends at 400
+    assert_eq!(m.pages_4k_99, 1);
+    assert_eq!(m.pages_2m_99, 1);
+    // A->C jumps 150 bytes; every other call jumps 50.
+    assert!((m.calls_within_64b - 220.0 / 260.0).abs() < 1e-9);
+    assert_eq!(m.calls_within_4k, 1.0);
+}
+
+#[test]
+fn metrics_count_pages_across_a_boundary() {
+    // Two hot functions 8 KiB apart need two 4 KiB pages but one 2 MiB page.
+    let g = graph(&[("a", 64, 50), ("pad", 8192, 0), ("b", 64, 50)], &[]);
+    let m = measure(&g, &place_in_order(&g, &[0, 1, 2]));
+    assert_eq!((m.pages_4k_99, m.pages_2m_99), (2, 1));
+}

@@ -1,0 +1,29 @@
+//! hottext: profile-guided hot-text layout for Linux services.
+//!
+//! The modules are the stages of the pipeline, in order:
+//!
+//! 1. [`profile`]: run `perf`, read `perf.data`, map samples to functions, build the call graph.
+//! 2. [`graph`]: the weighted, directed call graph and its reviewable text format.
+//! 3. [`layout`]: order the hot functions (C3, Pettis-Hansen) and score a layout.
+//! 4. [`link`]: write what each linker needs to place that order in a 2 MiB-aligned hot range.
+//! 5. [`verify`]: check that a binary has the hot range.
+//!
+//! [`binary`] holds the ELF facts the stages share.
+//!
+//! ```
+//! use hottext::graph::Graph;
+//! use hottext::layout::{order, Algorithm, Params};
+//!
+//! let profile = "# hottext profile v1\nfn main 64 1\nfn work 32 9\ncall main work 9\n";
+//! let graph = Graph::read(profile.as_bytes()).unwrap();
+//! let order = order(&graph, Algorithm::C3, &Params::default());
+//! let names: Vec<&str> = order.iter().map(|&f| graph.funcs[f as usize].name.as_str()).collect();
+//! assert_eq!(names, ["main", "work"]);
+//! ```
+
+pub mod binary;
+pub mod graph;
+pub mod layout;
+pub mod link;
+pub mod profile;
+pub mod verify;

@@ -1,0 +1,164 @@
+//! What each linker needs to lay out an order as one 2 MiB-aligned hot range bracketed by
+//! `__hot_start` and `__hot_end`.
+//!
+//! | linker        | input                                   | markers and alignment from |
+//! | ------------- | --------------------------------------- | -------------------------- |
+//! | GNU ld, lld   | [`Format::LdScript`] (`-Wl,-T,FILE`)    | the script itself          |
+//! | gold          | [`Format::GoldOrder`] (`--section-ordering-file`) | [`markers_object`] |
+//! | lld, mold     | [`Format::SymbolOrder`] (`--symbol-ordering-file`) | [`markers_object`] |
+//!
+//! Order files cannot define symbols or align anything, so the markers object supplies two
+//! empty sections: `.text.hottext.start` (2 MiB aligned, defines `__hot_start`) and
+//! `.text.hottext.end` (defines `__hot_end`). The order files name them first and last.
+//!
+//! All inputs assume objects compiled with `-ffunction-sections`, so that every function has an
+//! input section of its own named after it.
+
+mod markers;
+
+pub use markers::markers_object;
+
+use std::io::{self, Write};
+
+use crate::binary::{symbol_of, HUGE_PAGE, HOT_END, HOT_START};
+
+/// Section that holds `__hot_start` in the markers object.
+pub const START_SECTION: &str = ".text.hottext.start";
+/// Section that holds `__hot_end` in the markers object.
+pub const END_SECTION: &str = ".text.hottext.end";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One symbol a line, in order.
+    List,
+    /// GNU ld / lld linker script with `INSERT BEFORE .text`.
+    LdScript,
+    /// gold `--section-ordering-file`.
+    GoldOrder,
+    /// lld / mold `--symbol-ordering-file`.
+    SymbolOrder,
+}
+
+impl Format {
+    /// Whether the linker also needs [`markers_object`] to get the markers and the alignment.
+    pub fn needs_markers_object(self) -> bool {
+        matches!(self, Format::GoldOrder | Format::SymbolOrder)
+    }
+}
+
+/// A function to place: its profile name and the other symbols at its address.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    pub name: &'a str,
+    pub aliases: &'a [String],
+}
+
+impl Entry<'_> {
+    /// Plain linker symbols of this function, canonical first.
+    fn symbols(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(symbol_of(self.name)).chain(self.aliases.iter().map(|a| symbol_of(a)))
+    }
+}
+
+/// Writes `entries` in `format`. `origin` (what produced the order) goes into a comment where
+/// the format has comments.
+pub fn emit(format: Format, entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::List => {
+            for e in entries {
+                writeln!(out, "{}", e.name)?;
+            }
+        }
+        Format::LdScript => ld_script(entries, origin, out)?,
+        Format::GoldOrder => {
+            writeln!(out, "{START_SECTION}")?;
+            for section in unique(entries.iter().flat_map(|e| e.symbols()).flat_map(sections_of)) {
+                writeln!(out, "{section}")?;
+            }
+            writeln!(out, "{END_SECTION}")?;
+        }
+        Format::SymbolOrder => {
+            writeln!(out, "{HOT_START}")?;
+            for symbol in unique(entries.iter().flat_map(|e| e.symbols()).map(str::to_string)) {
+                writeln!(out, "{symbol}")?;
+            }
+            writeln!(out, "{HOT_END}")?;
+        }
+    }
+    out.flush()
+}
+
+fn ld_script(entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "/* hottext hot-text layout: {} functions, {origin}.", entries.len())?;
+    writeln!(out, "   Link -ffunction-sections objects with -Wl,-T,<this file> (GNU ld or lld). */")?;
+    writeln!(out, "SECTIONS\n{{\n  .text.hot : ALIGN({HUGE_PAGE:#x})\n  {{\n    {HOT_START} = .;")?;
+    for e in entries {
+        let patterns: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
+        writeln!(out, "    *({})", patterns.join(" "))?;
+    }
+    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
+}
+
+/// Input sections that can hold `symbol` under `-ffunction-sections`: the plain one, and the
+/// prefixed ones GCC uses for `hot` attributes and for `main` and other start-up code. A `.cold`
+/// part split off by GCC lives in `.text.unlikely.<parent>`.
+fn sections_of(symbol: &str) -> Vec<String> {
+    let mut out = vec![format!(".text.{symbol}"), format!(".text.hot.{symbol}"), format!(".text.startup.{symbol}")];
+    if let Some(parent) = symbol.strip_suffix(".cold") {
+        out.push(format!(".text.unlikely.{parent}"));
+    }
+    out
+}
+
+/// Keeps the first occurrence of each item, in order.
+fn unique(items: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    items.filter(move |s| seen.insert(s.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(format: Format) -> String {
+        let aliases = vec!["f_alias".to_string()];
+        let entries = [Entry { name: "f", aliases: &aliases }, Entry { name: "g;a.c", aliases: &[] }];
+        let mut out = Vec::new();
+        emit(format, &entries, "test", &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn list_is_one_name_a_line() {
+        assert_eq!(render(Format::List), "f\ng;a.c\n");
+    }
+
+    #[test]
+    fn ld_script_brackets_the_sections_with_markers() {
+        let s = render(Format::LdScript);
+        assert!(s.contains(".text.hot : ALIGN(0x200000)"), "{s}");
+        let start = s.find("__hot_start = .;").unwrap();
+        let f = s.find("*(.text.f .text.hot.f .text.startup.f .text.f_alias").unwrap();
+        let g = s.find("*(.text.g .text.hot.g .text.startup.g)").unwrap();
+        let end = s.find("__hot_end = .;").unwrap();
+        assert!(start < f && f < g && g < end, "{s}");
+        assert!(s.trim_end().ends_with("INSERT BEFORE .text;"));
+    }
+
+    #[test]
+    fn order_files_name_the_marker_sections_first_and_last() {
+        let gold = render(Format::GoldOrder);
+        let lines: Vec<&str> = gold.lines().collect();
+        assert_eq!(lines.first(), Some(&START_SECTION));
+        assert_eq!(lines.last(), Some(&END_SECTION));
+        assert!(lines.contains(&".text.f_alias"));
+
+        let sym = render(Format::SymbolOrder);
+        assert_eq!(sym, "__hot_start\nf\nf_alias\ng\n__hot_end\n");
+    }
+
+    #[test]
+    fn cold_parts_map_to_the_unlikely_section() {
+        assert!(sections_of("f.cold").contains(&".text.unlikely.f".to_string()));
+    }
+}
