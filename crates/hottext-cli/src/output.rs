@@ -26,7 +26,12 @@ pub fn bytes(n: u64) -> String {
 
 /// Names a few items of a long list: "a, b, c and 97 more".
 pub fn some_of(items: &[&str], most: usize) -> String {
-    let shown = items.iter().take(most).copied().collect::<Vec<_>>().join(", ");
+    let shown = items
+        .iter()
+        .take(most)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     match items.len().saturating_sub(most) {
         0 => shown,
         more => format!("{shown} and {more} more"),

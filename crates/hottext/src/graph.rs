@@ -105,7 +105,11 @@ impl Graph {
             writeln!(out, "# {k}: {v}")?;
         }
         let mut by_name: Vec<FuncId> = (0..self.funcs.len() as FuncId).collect();
-        by_name.sort_unstable_by(|&a, &b| self.funcs[a as usize].name.cmp(&self.funcs[b as usize].name));
+        by_name.sort_unstable_by(|&a, &b| {
+            self.funcs[a as usize]
+                .name
+                .cmp(&self.funcs[b as usize].name)
+        });
         for &id in &by_name {
             let f = &self.funcs[id as usize];
             writeln!(out, "fn {} {} {}", f.name, f.size, f.samples)?;
@@ -126,7 +130,10 @@ impl Graph {
         let mut calls = self.calls.clone();
         calls.sort_unstable_by_key(|c| (rank[c.caller as usize], rank[c.callee as usize]));
         for c in &calls {
-            let (a, b) = (&self.funcs[c.caller as usize].name, &self.funcs[c.callee as usize].name);
+            let (a, b) = (
+                &self.funcs[c.caller as usize].name,
+                &self.funcs[c.callee as usize].name,
+            );
             writeln!(out, "call {a} {b} {}", c.weight)?;
         }
         out.flush()
@@ -170,7 +177,9 @@ impl Reader {
     fn line(&mut self, text: &str) -> Result<(), String> {
         if let Some(comment) = text.strip_prefix('#') {
             if let Some((k, v)) = comment.split_once(':') {
-                self.graph.headers.push((k.trim().to_string(), v.trim().to_string()));
+                self.graph
+                    .headers
+                    .push((k.trim().to_string(), v.trim().to_string()));
             }
             return Ok(());
         }
@@ -178,7 +187,11 @@ impl Reader {
         let Some(kind) = fields.next() else {
             return Ok(()); // blank line
         };
-        let mut next = |what: &str| fields.next().ok_or_else(|| format!("'{kind}' record lacks {what}"));
+        let mut next = |what: &str| {
+            fields
+                .next()
+                .ok_or_else(|| format!("'{kind}' record lacks {what}"))
+        };
         match kind {
             "fn" => {
                 let name = next("a name")?;
@@ -188,7 +201,12 @@ impl Reader {
                 if self.ids.contains_key(name) {
                     return Err(format!("function '{name}' is declared twice"));
                 }
-                let id = self.graph.add_func(Func { name: name.to_string(), size, samples, aliases: vec![] });
+                let id = self.graph.add_func(Func {
+                    name: name.to_string(),
+                    size,
+                    samples,
+                    aliases: vec![],
+                });
                 self.ids.insert(name.to_string(), id);
             }
             "alias" => {
@@ -196,17 +214,27 @@ impl Reader {
                 let alias = next("an alias name")?;
                 self.end(fields_left(text, 3))?;
                 let id = self.id(name)?;
-                self.graph.funcs[id as usize].aliases.push(alias.to_string());
+                self.graph.funcs[id as usize]
+                    .aliases
+                    .push(alias.to_string());
             }
             "call" => {
                 let caller = next("a caller")?;
                 let callee = next("a callee")?;
                 let weight = number(next("a weight")?, "weight")?;
                 self.end(fields_left(text, 4))?;
-                let call = Call { caller: self.id(caller)?, callee: self.id(callee)?, weight };
+                let call = Call {
+                    caller: self.id(caller)?,
+                    callee: self.id(callee)?,
+                    weight,
+                };
                 self.graph.calls.push(call);
             }
-            other => return Err(format!("unknown record '{other}' (expected fn, alias or call)")),
+            other => {
+                return Err(format!(
+                    "unknown record '{other}' (expected fn, alias or call)"
+                ))
+            }
         }
         Ok(())
     }
@@ -252,7 +280,12 @@ impl GraphBuilder {
         if let Some(&id) = self.ids.get(name) {
             return id;
         }
-        let id = self.graph.add_func(Func { name: name.to_string(), size, samples: 0, aliases: vec![] });
+        let id = self.graph.add_func(Func {
+            name: name.to_string(),
+            size,
+            samples: 0,
+            aliases: vec![],
+        });
         self.ids.insert(name.to_string(), id);
         id
     }
@@ -280,7 +313,11 @@ impl GraphBuilder {
         let mut calls: Vec<Call> = self
             .calls
             .into_iter()
-            .map(|((caller, callee), weight)| Call { caller, callee, weight })
+            .map(|((caller, callee), weight)| Call {
+                caller,
+                callee,
+                weight,
+            })
             .collect();
         calls.sort_unstable_by_key(|c| (c.caller, c.callee));
         self.graph.calls = calls;
@@ -309,7 +346,10 @@ mod tests {
     fn malformed_line_names_its_number() {
         let bad = "# hottext profile v1\nfn A 100 0\nfn B 100 lots\n";
         let err = Graph::read(bad.as_bytes()).unwrap_err();
-        assert_eq!(err.to_string(), "line 3: sample count 'lots' is not a whole number");
+        assert_eq!(
+            err.to_string(),
+            "line 3: sample count 'lots' is not a whole number"
+        );
     }
 
     #[test]
@@ -321,9 +361,18 @@ mod tests {
 
     #[test]
     fn empty_profile_and_wrong_file_are_errors() {
-        assert!(matches!(Graph::read("# hottext profile v1\n".as_bytes()), Err(GraphError::Empty)));
-        assert!(matches!(Graph::read("".as_bytes()), Err(GraphError::NotAProfile)));
-        assert!(matches!(Graph::read("\x7fELF".as_bytes()), Err(GraphError::NotAProfile)));
+        assert!(matches!(
+            Graph::read("# hottext profile v1\n".as_bytes()),
+            Err(GraphError::Empty)
+        ));
+        assert!(matches!(
+            Graph::read("".as_bytes()),
+            Err(GraphError::NotAProfile)
+        ));
+        assert!(matches!(
+            Graph::read("\x7fELF".as_bytes()),
+            Err(GraphError::NotAProfile)
+        ));
     }
 
     #[test]
@@ -335,6 +384,13 @@ mod tests {
         b.add_call(a, c, 3);
         assert_eq!(b.func("a", 99), a);
         let g = b.finish();
-        assert_eq!(g.calls, vec![Call { caller: a, callee: c, weight: 5 }]);
+        assert_eq!(
+            g.calls,
+            vec![Call {
+                caller: a,
+                callee: c,
+                weight: 5
+            }]
+        );
     }
 }

@@ -85,7 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json && args.output.is_none() {
         bail!("--json prints the figures on stdout; give -o FILE for the order");
     }
-    let file = File::open(&args.profile).with_context(|| format!("cannot open profile {}", args.profile.display()))?;
+    let file = File::open(&args.profile)
+        .with_context(|| format!("cannot open profile {}", args.profile.display()))?;
     let graph = Graph::read(BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("cannot read profile {}", args.profile.display()))?;
 
@@ -98,7 +99,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         AlgorithmArg::C3 => (Algorithm::C3, "c3"),
         AlgorithmArg::Ph => (Algorithm::PettisHansen, "ph"),
     };
-    let params = Params { merge_threshold: args.merge_threshold };
+    let params = Params {
+        merge_threshold: args.merge_threshold,
+    };
     let ordered = order(&graph, algorithm, &params);
 
     // Functions the binary lacks are named, then left out of the linker input.
@@ -107,7 +110,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut kept: Vec<FuncId> = Vec::with_capacity(ordered.len());
     for &f in &ordered {
         match &addresses {
-            Some(at) if at[f as usize].is_none() => missing.push(graph.funcs[f as usize].name.as_str()),
+            Some(at) if at[f as usize].is_none() => {
+                missing.push(graph.funcs[f as usize].name.as_str())
+            }
             _ => kept.push(f),
         }
     }
@@ -115,7 +120,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!(
             "none of the profile's {} functions is in {}: the profile is from another program",
             graph.funcs.len(),
-            args.binary.as_deref().unwrap_or_else(|| args.profile.as_path()).display()
+            args.binary
+                .as_deref()
+                .unwrap_or_else(|| args.profile.as_path())
+                .display()
         );
     }
     if !missing.is_empty() {
@@ -135,13 +143,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let entries: Vec<Entry> = kept
         .iter()
-        .map(|&f| Entry { name: &graph.funcs[f as usize].name, aliases: &graph.funcs[f as usize].aliases })
+        .map(|&f| Entry {
+            name: &graph.funcs[f as usize].name,
+            aliases: &graph.funcs[f as usize].aliases,
+        })
         .collect();
     let origin = format!("{name} order of {}", args.profile.display());
     match &args.output {
         Some(path) => {
-            let mut out = BufWriter::new(File::create(path).with_context(|| format!("cannot create {}", path.display()))?);
-            emit(format, &entries, &origin, &mut out).with_context(|| format!("cannot write {}", path.display()))?;
+            let mut out = BufWriter::new(
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            );
+            emit(format, &entries, &origin, &mut out)
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
         None => emit(format, &entries, &origin, &mut std::io::stdout().lock())?,
     }
@@ -180,7 +194,9 @@ fn check_build_id(graph: &Graph, binary: &Binary, allow: bool) -> anyhow::Result
         binary.path.display()
     );
     if allow {
-        output::warn(format!("{msg}; using it anyway (--allow-build-id-mismatch)"));
+        output::warn(format!(
+            "{msg}; using it anyway (--allow-build-id-mismatch)"
+        ));
         Ok(())
     } else {
         bail!("{msg}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway")
@@ -199,7 +215,11 @@ fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
     graph
         .funcs
         .iter()
-        .map(|f| std::iter::once(&f.name).chain(&f.aliases).find_map(|n| by_name.get(n.as_str()).copied()))
+        .map(|f| {
+            std::iter::once(&f.name)
+                .chain(&f.aliases)
+                .find_map(|n| by_name.get(n.as_str()).copied())
+        })
         .collect()
 }
 
@@ -214,17 +234,33 @@ fn host_arch() -> object::Architecture {
 fn print_summary(s: &Summary) -> anyhow::Result<()> {
     // The order itself may be on stdout, so the figures go to stderr.
     let mut err = std::io::stderr().lock();
-    writeln!(err, "hottext: ordered {} functions with {}", s.functions_ordered, s.algorithm)?;
+    writeln!(
+        err,
+        "hottext: ordered {} functions with {}",
+        s.functions_ordered, s.algorithm
+    )?;
     let rows: [(&str, fn(&Metrics) -> String); 9] = [
         ("hot functions", |m| m.hot_functions.to_string()),
         ("hot bytes", |m| output::bytes(m.hot_bytes)),
         ("hot span", |m| output::bytes(m.hot_span_bytes)),
-        ("4 KiB pages for 99% of samples", |m| m.pages_4k_99.to_string()),
-        ("2 MiB pages for 99% of samples", |m| m.pages_2m_99.to_string()),
-        ("call weight within 64 B", |m| format!("{:.1}%", 100.0 * m.calls_within_64b)),
-        ("call weight within 4 KiB", |m| format!("{:.1}%", 100.0 * m.calls_within_4k)),
-        ("call weight within 2 MiB", |m| format!("{:.1}%", 100.0 * m.calls_within_2m)),
-        ("weighted call distance", |m| m.weighted_call_distance.to_string()),
+        ("4 KiB pages for 99% of samples", |m| {
+            m.pages_4k_99.to_string()
+        }),
+        ("2 MiB pages for 99% of samples", |m| {
+            m.pages_2m_99.to_string()
+        }),
+        ("call weight within 64 B", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_64b)
+        }),
+        ("call weight within 4 KiB", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_4k)
+        }),
+        ("call weight within 2 MiB", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_2m)
+        }),
+        ("weighted call distance", |m| {
+            m.weighted_call_distance.to_string()
+        }),
     ];
     match &s.current {
         Some(cur) => {

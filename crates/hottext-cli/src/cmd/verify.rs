@@ -32,8 +32,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output::json(&report)?;
     } else if let (Some(start), Some(end)) = (report.start, report.end) {
         println!("hot text   {}", report.binary);
-        println!("range      [{start:#x}, {end:#x})  {}", output::bytes(report.size));
-        println!("aligned    {}", if report.start_aligned_2m { "yes, start on a 2 MiB boundary" } else { "NO" });
+        println!(
+            "range      [{start:#x}, {end:#x})  {}",
+            output::bytes(report.size)
+        );
+        println!(
+            "aligned    {}",
+            if report.start_aligned_2m {
+                "yes, start on a 2 MiB boundary"
+            } else {
+                "NO"
+            }
+        );
         println!("functions  {} inside", report.functions_inside);
         println!("2 MiB pages {}", report.huge_pages);
     }

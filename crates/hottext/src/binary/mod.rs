@@ -65,7 +65,10 @@ pub struct Binary {
 #[non_exhaustive]
 pub enum BinaryError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not an ELF file hottext can read: {msg}")]
     NotElf { path: PathBuf, msg: String },
     #[error("{path} has no function symbols (it was stripped?); hottext needs the symbol table: rebuild without -s / strip")]
@@ -74,12 +77,18 @@ pub enum BinaryError {
 
 impl Binary {
     pub fn open(path: &Path) -> Result<Binary, BinaryError> {
-        let data = std::fs::read(path).map_err(|source| BinaryError::Io { path: path.into(), source })?;
+        let data = std::fs::read(path).map_err(|source| BinaryError::Io {
+            path: path.into(),
+            source,
+        })?;
         Self::parse(path, &data)
     }
 
     pub fn parse(path: &Path, data: &[u8]) -> Result<Binary, BinaryError> {
-        let not_elf = |msg: String| BinaryError::NotElf { path: path.into(), msg };
+        let not_elf = |msg: String| BinaryError::NotElf {
+            path: path.into(),
+            msg,
+        };
         let file = object::File::parse(data).map_err(|e| not_elf(e.to_string()))?;
         if file.format() != object::BinaryFormat::Elf {
             return Err(not_elf(format!("it is {:?}", file.format())));
@@ -115,8 +124,12 @@ impl Binary {
             if sym.is_undefined() || name.is_empty() {
                 continue;
             }
-            symbols.entry(name.to_string()).or_insert(StatedAddr(sym.address()));
-            let in_text = sym.section_index().is_some_and(|i| text_sections.contains(&i));
+            symbols
+                .entry(name.to_string())
+                .or_insert(StatedAddr(sym.address()));
+            let in_text = sym
+                .section_index()
+                .is_some_and(|i| text_sections.contains(&i));
             if sym.kind() != SymbolKind::Text || !in_text || sym.size() == 0 {
                 continue;
             }
@@ -147,7 +160,10 @@ impl Binary {
 
     /// The function whose bytes contain `addr`.
     pub fn function_at(&self, addr: StatedAddr) -> Option<usize> {
-        let i = self.functions.partition_point(|f| f.start <= addr).checked_sub(1)?;
+        let i = self
+            .functions
+            .partition_point(|f| f.start <= addr)
+            .checked_sub(1)?;
         (addr < self.functions[i].end()).then_some(i)
     }
 
@@ -198,7 +214,10 @@ fn name_functions(at: BTreeMap<u64, Vec<RawSym>>) -> Vec<Function> {
     for (_, s, _) in &chosen {
         *count.entry(s.name.as_str()).or_default() += 1;
     }
-    let ambiguous: Vec<bool> = chosen.iter().map(|(_, s, _)| count[s.name.as_str()] > 1).collect();
+    let ambiguous: Vec<bool> = chosen
+        .iter()
+        .map(|(_, s, _)| count[s.name.as_str()] > 1)
+        .collect();
     drop(count);
 
     let mut seen: FxHashMap<String, u32> = FxHashMap::default();
@@ -206,13 +225,22 @@ fn name_functions(at: BTreeMap<u64, Vec<RawSym>>) -> Vec<Function> {
         .into_iter()
         .zip(ambiguous)
         .map(|((addr, s, aliases), ambiguous)| {
-            let mut name = if ambiguous && s.local { format!("{};{}", s.name, s.file) } else { s.name };
+            let mut name = if ambiguous && s.local {
+                format!("{};{}", s.name, s.file)
+            } else {
+                s.name
+            };
             let n = seen.entry(name.clone()).or_default();
             *n += 1;
             if *n > 1 {
                 name = format!("{name};{n}");
             }
-            Function { start: StatedAddr(addr), size: s.size, name, aliases }
+            Function {
+                start: StatedAddr(addr),
+                size: s.size,
+                name,
+                aliases,
+            }
         })
         .collect()
 }
@@ -239,11 +267,23 @@ mod tests {
 
     #[test]
     fn duplicate_locals_stay_distinct_and_aliases_merge() {
-        let sym = |name: &str, local: bool, file: &str| RawSym { name: name.into(), size: 16, local, file: file.into() };
+        let sym = |name: &str, local: bool, file: &str| RawSym {
+            name: name.into(),
+            size: 16,
+            local,
+            file: file.into(),
+        };
         let mut at = BTreeMap::new();
         at.insert(0x1000, vec![sym("helper", true, "a.c")]);
         at.insert(0x2000, vec![sym("helper", true, "b.c")]);
-        at.insert(0x3000, vec![sym("zed_alias", false, "b.c"), sym("main", false, "b.c"), sym("loc", true, "b.c")]);
+        at.insert(
+            0x3000,
+            vec![
+                sym("zed_alias", false, "b.c"),
+                sym("main", false, "b.c"),
+                sym("loc", true, "b.c"),
+            ],
+        );
         let f = name_functions(at);
         let names: Vec<&str> = f.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["helper;a.c", "helper;b.c", "main"]);

@@ -59,7 +59,9 @@ pub(super) fn order(graph: &Graph, params: &Params) -> Vec<FuncId> {
         if into == from {
             continue; // already together (a call cycle)
         }
-        if size[into as usize] > params.merge_threshold || size[from as usize] > params.merge_threshold {
+        if size[into as usize] > params.merge_threshold
+            || size[from as usize] > params.merge_threshold
+        {
             continue;
         }
         let moved = std::mem::take(&mut members[from as usize]);
@@ -71,12 +73,20 @@ pub(super) fn order(graph: &Graph, params: &Params) -> Vec<FuncId> {
         samples[into as usize] += samples[from as usize];
     }
 
-    let mut clusters: Vec<FuncId> = (0..n as FuncId).filter(|&c| !members[c as usize].is_empty()).collect();
+    let mut clusters: Vec<FuncId> = (0..n as FuncId)
+        .filter(|&c| !members[c as usize].is_empty())
+        .collect();
     // Decreasing density, compared exactly by cross-multiplication; ties by first function.
     clusters.sort_by(|&a, &b| {
         let (sa, sb) = (samples[a as usize] as u128, samples[b as usize] as u128);
-        let (za, zb) = (size[a as usize].max(1) as u128, size[b as usize].max(1) as u128);
+        let (za, zb) = (
+            size[a as usize].max(1) as u128,
+            size[b as usize].max(1) as u128,
+        );
         (sb * za).cmp(&(sa * zb)).then(a.cmp(&b))
     });
-    clusters.into_iter().flat_map(|c| std::mem::take(&mut members[c as usize])).collect()
+    clusters
+        .into_iter()
+        .flat_map(|c| std::mem::take(&mut members[c as usize]))
+        .collect()
 }

@@ -54,7 +54,8 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         }
     }
 
-    let (mut total, mut d64, mut d4k, mut d2m, mut distance, mut unplaced) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut total, mut d64, mut d4k, mut d2m, mut distance, mut unplaced) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for c in &graph.calls {
         let (Some(caller), Some(callee)) = (at[c.caller as usize], at[c.callee as usize]) else {
             unplaced += c.weight;
@@ -68,7 +69,13 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         d4k += if d < 4096 { c.weight } else { 0 };
         d2m += if d < (2 << 20) { c.weight } else { 0 };
     }
-    let share = |x: u64| if total == 0 { 0.0 } else { x as f64 / total as f64 };
+    let share = |x: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            x as f64 / total as f64
+        }
+    };
 
     Metrics {
         hot_functions,

@@ -27,7 +27,9 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { merge_threshold: 4096 }
+        Params {
+            merge_threshold: 4096,
+        }
     }
 }
 

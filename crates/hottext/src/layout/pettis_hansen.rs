@@ -48,7 +48,11 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         }
         let joined = join(&chain[a as usize], &chain[b as usize], &undirected);
         // Keep the node with more neighbours, so re-pointing edges costs the smaller side.
-        let (keep, gone) = if adj[a as usize].len() >= adj[b as usize].len() { (a, b) } else { (b, a) };
+        let (keep, gone) = if adj[a as usize].len() >= adj[b as usize].len() {
+            (a, b)
+        } else {
+            (b, a)
+        };
         chain[keep as usize] = joined;
         chain[gone as usize] = Vec::new();
         alive[gone as usize] = false;
@@ -75,12 +79,20 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         .filter(|c| !c.is_empty())
         .map(|c| {
             let samples = c.iter().map(|&f| graph.funcs[f as usize].samples).sum();
-            let size = c.iter().map(|&f| graph.funcs[f as usize].size).sum::<u64>().max(1);
+            let size = c
+                .iter()
+                .map(|&f| graph.funcs[f as usize].size)
+                .sum::<u64>()
+                .max(1);
             let first = c.iter().copied().min().unwrap_or(0);
             (samples, size, first, c)
         })
         .collect();
-    nodes.sort_by(|a, b| ((b.0 as u128) * (a.1 as u128)).cmp(&((a.0 as u128) * (b.1 as u128))).then(a.2.cmp(&b.2)));
+    nodes.sort_by(|a, b| {
+        ((b.0 as u128) * (a.1 as u128))
+            .cmp(&((a.0 as u128) * (b.1 as u128)))
+            .then(a.2.cmp(&b.2))
+    });
     nodes.into_iter().flat_map(|n| n.3).collect()
 }
 
@@ -89,7 +101,8 @@ fn undirected_weights(graph: &Graph) -> FxHashMap<(FuncId, FuncId), u64> {
     let mut w: FxHashMap<(FuncId, FuncId), u64> = FxHashMap::default();
     for c in &graph.calls {
         if c.caller != c.callee && c.weight > 0 {
-            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee))).or_default() += c.weight;
+            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee)))
+                .or_default() += c.weight;
         }
     }
     w

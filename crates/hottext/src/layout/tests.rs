@@ -28,8 +28,18 @@ fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
 /// Figure 2 of the hfsort paper.
 fn figure2() -> Graph {
     graph(
-        &[("A", 100, 0), ("B", 100, 100), ("C", 100, 70), ("D", 100, 90)],
-        &[("A", "B", 100), ("A", "C", 40), ("B", "C", 30), ("C", "D", 90)],
+        &[
+            ("A", 100, 0),
+            ("B", 100, 100),
+            ("C", 100, 70),
+            ("D", 100, 90),
+        ],
+        &[
+            ("A", "B", 100),
+            ("A", "C", 40),
+            ("B", "C", 30),
+            ("C", "D", 90),
+        ],
     )
 }
 
@@ -37,7 +47,10 @@ fn figure2() -> Graph {
 fn paper_figure2_c3_order_and_distance() {
     let g = figure2();
     assert_eq!(names(&g, Algorithm::C3), ["A", "B", "C", "D"]);
-    let m = measure(&g, &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default())));
+    let m = measure(
+        &g,
+        &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default())),
+    );
     assert_eq!(m.weighted_call_distance, 17_000);
 }
 
@@ -45,7 +58,10 @@ fn paper_figure2_c3_order_and_distance() {
 fn paper_figure2_pettis_hansen_order_and_distance() {
     let g = figure2();
     assert_eq!(names(&g, Algorithm::PettisHansen), ["B", "A", "C", "D"]);
-    let m = measure(&g, &place_in_order(&g, &order(&g, Algorithm::PettisHansen, &Params::default())));
+    let m = measure(
+        &g,
+        &place_in_order(&g, &order(&g, Algorithm::PettisHansen, &Params::default())),
+    );
     assert_eq!(m.weighted_call_distance, 26_000);
 }
 
@@ -62,16 +78,28 @@ fn c3_appends_callee_after_its_heaviest_caller() {
 fn c3_does_not_grow_a_cluster_past_the_merge_threshold() {
     // "big" is over the 4 KiB threshold, so its callee stays in a cluster of its own and the
     // denser callee goes first.
-    let g = graph(&[("big", 5000, 10), ("small", 100, 50)], &[("big", "small", 50)]);
+    let g = graph(
+        &[("big", 5000, 10), ("small", 100, 50)],
+        &[("big", "small", 50)],
+    );
     assert_eq!(names(&g, Algorithm::C3), ["small", "big"]);
-    let merged = order(&g, Algorithm::C3, &Params { merge_threshold: 10_000 });
+    let merged = order(
+        &g,
+        Algorithm::C3,
+        &Params {
+            merge_threshold: 10_000,
+        },
+    );
     assert_eq!(merged, [0, 1]);
 }
 
 #[test]
 fn c3_sorts_clusters_by_density() {
     // Same samples, different sizes, no calls: the smaller function is denser.
-    let g = graph(&[("wide", 400, 10), ("narrow", 40, 10), ("cold", 10, 0)], &[]);
+    let g = graph(
+        &[("wide", 400, 10), ("narrow", 40, 10), ("cold", 10, 0)],
+        &[],
+    );
     assert_eq!(names(&g, Algorithm::C3), ["narrow", "wide", "cold"]);
 }
 
@@ -87,7 +115,10 @@ fn c3_ignores_self_calls_and_zero_weight_arcs() {
 
 #[test]
 fn c3_leaves_a_call_cycle_in_one_cluster() {
-    let g = graph(&[("a", 10, 5), ("b", 10, 6)], &[("a", "b", 10), ("b", "a", 10)]);
+    let g = graph(
+        &[("a", 10, 5), ("b", 10, 6)],
+        &[("a", "b", 10), ("b", "a", 10)],
+    );
     let got = names(&g, Algorithm::C3);
     assert_eq!(got, ["a", "b"]);
 }

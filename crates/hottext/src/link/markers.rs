@@ -2,15 +2,20 @@
 //! empty section) and `__hot_end` (in an empty section), for linkers that take an order file.
 
 use object::write::{Object, Symbol, SymbolSection};
-use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope};
+use object::{
+    Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
+};
 
 use super::{END_SECTION, START_SECTION};
-use crate::binary::{HUGE_PAGE, HOT_END, HOT_START};
+use crate::binary::{HOT_END, HOT_START, HUGE_PAGE};
 
 /// Builds the markers object for `arch` (the target of the binary being linked).
 pub fn markers_object(arch: Architecture) -> Result<Vec<u8>, object::write::Error> {
     let mut obj = Object::new(BinaryFormat::Elf, arch, Endianness::Little);
-    for (section, symbol, align) in [(START_SECTION, HOT_START, HUGE_PAGE), (END_SECTION, HOT_END, 1)] {
+    for (section, symbol, align) in [
+        (START_SECTION, HOT_START, HUGE_PAGE),
+        (END_SECTION, HOT_END, 1),
+    ] {
         let id = obj.add_section(Vec::new(), section.as_bytes().to_vec(), SectionKind::Text);
         obj.section_mut(id).set_data(Vec::<u8>::new(), align);
         obj.add_symbol(Symbol {

@@ -20,7 +20,7 @@ pub use markers::markers_object;
 
 use std::io::{self, Write};
 
-use crate::binary::{symbol_of, HUGE_PAGE, HOT_END, HOT_START};
+use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
 
 /// Section that holds `__hot_start` in the markers object.
 pub const START_SECTION: &str = ".text.hottext.start";
@@ -62,7 +62,12 @@ impl Entry<'_> {
 
 /// Writes `entries` in `format`. `origin` (what produced the order) goes into a comment where
 /// the format has comments.
-pub fn emit(format: Format, entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result<()> {
+pub fn emit(
+    format: Format,
+    entries: &[Entry],
+    origin: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     match format {
         Format::List => {
             for e in entries {
@@ -72,7 +77,12 @@ pub fn emit(format: Format, entries: &[Entry], origin: &str, out: &mut dyn Write
         Format::LdScript => ld_script(entries, origin, out)?,
         Format::GoldOrder => {
             writeln!(out, "{START_SECTION}")?;
-            for section in unique(entries.iter().flat_map(|e| e.symbols()).flat_map(sections_of)) {
+            for section in unique(
+                entries
+                    .iter()
+                    .flat_map(|e| e.symbols())
+                    .flat_map(sections_of),
+            ) {
                 writeln!(out, "{section}")?;
             }
             writeln!(out, "{END_SECTION}")?;
@@ -89,9 +99,19 @@ pub fn emit(format: Format, entries: &[Entry], origin: &str, out: &mut dyn Write
 }
 
 fn ld_script(entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "/* hottext hot-text layout: {} functions, {origin}.", entries.len())?;
-    writeln!(out, "   Link -ffunction-sections objects with -Wl,-T,<this file> (GNU ld or lld). */")?;
-    writeln!(out, "SECTIONS\n{{\n  .text.hot : ALIGN({HUGE_PAGE:#x})\n  {{\n    {HOT_START} = .;")?;
+    writeln!(
+        out,
+        "/* hottext hot-text layout: {} functions, {origin}.",
+        entries.len()
+    )?;
+    writeln!(
+        out,
+        "   Link -ffunction-sections objects with -Wl,-T,<this file> (GNU ld or lld). */"
+    )?;
+    writeln!(
+        out,
+        "SECTIONS\n{{\n  .text.hot : ALIGN({HUGE_PAGE:#x})\n  {{\n    {HOT_START} = .;"
+    )?;
     for e in entries {
         let patterns: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
         writeln!(out, "    *({})", patterns.join(" "))?;
@@ -103,7 +123,11 @@ fn ld_script(entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result
 /// prefixed ones GCC uses for `hot` attributes and for `main` and other start-up code. A `.cold`
 /// part split off by GCC lives in `.text.unlikely.<parent>`.
 fn sections_of(symbol: &str) -> Vec<String> {
-    let mut out = vec![format!(".text.{symbol}"), format!(".text.hot.{symbol}"), format!(".text.startup.{symbol}")];
+    let mut out = vec![
+        format!(".text.{symbol}"),
+        format!(".text.hot.{symbol}"),
+        format!(".text.startup.{symbol}"),
+    ];
     if let Some(parent) = symbol.strip_suffix(".cold") {
         out.push(format!(".text.unlikely.{parent}"));
     }
@@ -122,7 +146,16 @@ mod tests {
 
     fn render(format: Format) -> String {
         let aliases = vec!["f_alias".to_string()];
-        let entries = [Entry { name: "f", aliases: &aliases }, Entry { name: "g;a.c", aliases: &[] }];
+        let entries = [
+            Entry {
+                name: "f",
+                aliases: &aliases,
+            },
+            Entry {
+                name: "g;a.c",
+                aliases: &[],
+            },
+        ];
         let mut out = Vec::new();
         emit(format, &entries, "test", &mut out).unwrap();
         String::from_utf8(out).unwrap()
@@ -138,7 +171,9 @@ mod tests {
         let s = render(Format::LdScript);
         assert!(s.contains(".text.hot : ALIGN(0x200000)"), "{s}");
         let start = s.find("__hot_start = .;").unwrap();
-        let f = s.find("*(.text.f .text.hot.f .text.startup.f .text.f_alias").unwrap();
+        let f = s
+            .find("*(.text.f .text.hot.f .text.startup.f .text.f_alias")
+            .unwrap();
         let g = s.find("*(.text.g .text.hot.g .text.startup.g)").unwrap();
         let end = s.find("__hot_end = .;").unwrap();
         assert!(start < f && f < g && g < end, "{s}");

@@ -31,7 +31,9 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
     let mut problems = Vec::new();
     for (name, addr) in [(HOT_START, start), (HOT_END, end)] {
         if addr.is_none() {
-            problems.push(format!("marker {name} is missing: the binary was not linked with hottext's layout"));
+            problems.push(format!(
+                "marker {name} is missing: the binary was not linked with hottext's layout"
+            ));
         }
     }
     let mut report = HotTextReport {
@@ -58,13 +60,19 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
         report.huge_pages = (e - 1) / HUGE_PAGE - s / HUGE_PAGE + 1;
     }
     if e <= s {
-        report.problems.push(format!("the hot range is empty ({HOT_START} {s:#x}, {HOT_END} {e:#x})"));
+        report.problems.push(format!(
+            "the hot range is empty ({HOT_START} {s:#x}, {HOT_END} {e:#x})"
+        ));
     }
     if !report.start_aligned_2m {
-        report.problems.push(format!("{HOT_START} {s:#x} is not 2 MiB aligned"));
+        report
+            .problems
+            .push(format!("{HOT_START} {s:#x} is not 2 MiB aligned"));
     }
     if report.functions_inside == 0 {
-        report.problems.push("no function lies inside the hot range".to_string());
+        report
+            .problems
+            .push("no function lies inside the hot range".to_string());
     }
     report
 }
