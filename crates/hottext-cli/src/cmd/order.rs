@@ -120,10 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!(
             "none of the profile's {} functions is in {}: the profile is from another program",
             graph.funcs.len(),
-            args.binary
-                .as_deref()
-                .unwrap_or_else(|| args.profile.as_path())
-                .display()
+            args.binary.as_deref().unwrap_or(&args.profile).display()
         );
     }
     if !missing.is_empty() {
@@ -231,6 +228,9 @@ fn host_arch() -> object::Architecture {
     }
 }
 
+/// A table row: its label and how to show a layout's figure.
+type Row = (&'static str, fn(&Metrics) -> String);
+
 fn print_summary(s: &Summary) -> anyhow::Result<()> {
     // The order itself may be on stdout, so the figures go to stderr.
     let mut err = std::io::stderr().lock();
@@ -239,7 +239,7 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         "hottext: ordered {} functions with {}",
         s.functions_ordered, s.algorithm
     )?;
-    let rows: [(&str, fn(&Metrics) -> String); 9] = [
+    let rows: [Row; 9] = [
         ("hot functions", |m| m.hot_functions.to_string()),
         ("hot bytes", |m| output::bytes(m.hot_bytes)),
         ("hot span", |m| output::bytes(m.hot_span_bytes)),
