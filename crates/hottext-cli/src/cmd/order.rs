@@ -12,7 +12,6 @@ use hottext::graph::{FuncId, Graph};
 use hottext::layout::metrics::{measure, place_in_order, Metrics, Placement};
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{emit, markers_object, Entry, Format};
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::output;
@@ -202,7 +201,7 @@ fn check_build_id(graph: &Graph, binary: &Binary, allow: bool) -> anyhow::Result
 
 /// Where each profile function sits in the binary now, matched by name or alias.
 fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
-    let mut by_name: FxHashMap<&str, u64> = FxHashMap::default();
+    let mut by_name: foldhash::HashMap<&str, u64> = Default::default();
     for f in &binary.functions {
         by_name.insert(&f.name, f.start.0);
         for a in &f.aliases {

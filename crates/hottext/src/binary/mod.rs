@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
-use rustc_hash::FxHashMap;
+/// Maps keyed by symbol names (foldhash mixes names that differ only in their last bytes).
+type NameMap<V> = foldhash::HashMap<String, V>;
 
 /// Name of the symbol the layout puts at the start of the hot range (2 MiB aligned).
 pub const HOT_START: &str = "__hot_start";
@@ -58,7 +59,7 @@ pub struct Binary {
     pub functions: Vec<Function>,
     pub exec_segments: Vec<ExecSegment>,
     /// Every defined symbol's address by name (plain names), for markers and look-ups.
-    symbols: FxHashMap<String, StatedAddr>,
+    symbols: NameMap<StatedAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +114,7 @@ impl Binary {
 
         // Symbols at one address form one function; BTreeMap keeps them sorted by address.
         let mut at: BTreeMap<u64, Vec<RawSym>> = BTreeMap::new();
-        let mut symbols = FxHashMap::default();
+        let mut symbols = NameMap::default();
         let mut file_name = String::new();
         for sym in file.symbols() {
             let name = sym.name().unwrap_or("");
@@ -210,7 +211,7 @@ fn name_functions(at: BTreeMap<u64, Vec<RawSym>>) -> Vec<Function> {
         }
         chosen.push((addr, RawSym { size, ..first }, aliases));
     }
-    let mut count: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut count: foldhash::HashMap<&str, u32> = Default::default();
     for (_, s, _) in &chosen {
         *count.entry(s.name.as_str()).or_default() += 1;
     }
@@ -220,7 +221,7 @@ fn name_functions(at: BTreeMap<u64, Vec<RawSym>>) -> Vec<Function> {
         .collect();
     drop(count);
 
-    let mut seen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut seen: NameMap<u32> = NameMap::default();
     chosen
         .into_iter()
         .zip(ambiguous)

@@ -17,7 +17,8 @@
 //! lower id is the left chain in step 2. The paper leaves this open; any fixed rule keeps the
 //! output deterministic.
 
-use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
@@ -33,29 +34,27 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         adj[a as usize].insert(b, w);
         adj[b as usize].insert(a, w);
     }
-    let mut chain: Vec<Vec<FuncId>> = (0..n as FuncId).map(|f| vec![f]).collect();
-    let mut alive = vec![true; n];
+    let mut chains: Vec<Chain> = (0..n as FuncId).map(Chain::new).collect();
 
     // Max-heap by weight, then lower node pair first; stale entries are skipped on pop.
-    let mut heap: BinaryHeap<(u64, std::cmp::Reverse<(FuncId, FuncId)>)> = undirected
+    let mut heap: BinaryHeap<(u64, Reverse<(FuncId, FuncId)>)> = undirected
         .iter()
-        .map(|(&(a, b), &w)| (w, std::cmp::Reverse((a, b))))
+        .map(|(&(a, b), &w)| (w, Reverse((a, b))))
         .collect();
 
-    while let Some((w, std::cmp::Reverse((a, b)))) = heap.pop() {
-        if !alive[a as usize] || !alive[b as usize] || adj[a as usize].get(&b) != Some(&w) {
+    while let Some((w, Reverse((a, b)))) = heap.pop() {
+        if adj[a as usize].get(&b) != Some(&w) {
             continue; // merged away or re-weighted since this entry was pushed
         }
-        let joined = join(&chain[a as usize], &chain[b as usize], &undirected);
+        let (left, right) = (std::mem::take(&mut chains[a as usize]), std::mem::take(&mut chains[b as usize]));
+        let joined = join(left, right, &undirected);
         // Keep the node with more neighbours, so re-pointing edges costs the smaller side.
         let (keep, gone) = if adj[a as usize].len() >= adj[b as usize].len() {
             (a, b)
         } else {
             (b, a)
         };
-        chain[keep as usize] = joined;
-        chain[gone as usize] = Vec::new();
-        alive[gone as usize] = false;
+        chains[keep as usize] = joined;
 
         let gone_adj = std::mem::take(&mut adj[gone as usize]);
         adj[keep as usize].remove(&gone);
@@ -70,24 +69,22 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
                 *e
             };
             adj[other as usize].insert(keep, total);
-            heap.push((total, std::cmp::Reverse((keep.min(other), keep.max(other)))));
+            heap.push((total, Reverse((keep.min(other), keep.max(other)))));
         }
     }
 
-    let mut nodes: Vec<(u64, u64, FuncId, Vec<FuncId>)> = chain
+    let mut nodes: Vec<(u64, u64, FuncId, Vec<FuncId>)> = chains
         .into_iter()
         .filter(|c| !c.is_empty())
         .map(|c| {
+            let c = c.into_vec();
             let samples = c.iter().map(|&f| graph.funcs[f as usize].samples).sum();
-            let size = c
-                .iter()
-                .map(|&f| graph.funcs[f as usize].size)
-                .sum::<u64>()
-                .max(1);
+            let size = c.iter().map(|&f| graph.funcs[f as usize].size).sum::<u64>().max(1);
             let first = c.iter().copied().min().unwrap_or(0);
             (samples, size, first, c)
         })
         .collect();
+    // Decreasing density, compared exactly by cross-multiplication; ties by lowest id.
     nodes.sort_by(|a, b| {
         ((b.0 as u128) * (a.1 as u128))
             .cmp(&((a.0 as u128) * (b.1 as u128)))
@@ -101,40 +98,105 @@ fn undirected_weights(graph: &Graph) -> FxHashMap<(FuncId, FuncId), u64> {
     let mut w: FxHashMap<(FuncId, FuncId), u64> = FxHashMap::default();
     for c in &graph.calls {
         if c.caller != c.callee && c.weight > 0 {
-            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee)))
-                .or_default() += c.weight;
+            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee))).or_default() += c.weight;
         }
     }
     w
 }
 
 /// Joins two chains in the orientation whose new neighbours call each other most.
-fn join(a: &[FuncId], b: &[FuncId], w: &FxHashMap<(FuncId, FuncId), u64>) -> Vec<FuncId> {
+fn join(mut a: Chain, mut b: Chain, w: &FxHashMap<(FuncId, FuncId), u64>) -> Chain {
     let weight = |x: FuncId, y: FuncId| w.get(&(x.min(y), x.max(y))).copied().unwrap_or(0);
-    let (a_first, a_last) = (a[0], a[a.len() - 1]);
-    let (b_first, b_last) = (b[0], b[b.len() - 1]);
     // (reverse a, reverse b, weight across the seam), in order of preference on ties.
     let options = [
-        (false, false, weight(a_last, b_first)),
-        (true, false, weight(a_first, b_first)),
-        (false, true, weight(a_last, b_last)),
-        (true, true, weight(a_first, b_last)),
+        (false, false, weight(a.last(), b.first())),
+        (true, false, weight(a.first(), b.first())),
+        (false, true, weight(a.last(), b.last())),
+        (true, true, weight(a.first(), b.last())),
     ];
     let (rev_a, rev_b, _) = options
-        .iter()
-        .copied()
+        .into_iter()
         .reduce(|best, o| if o.2 > best.2 { o } else { best })
         .unwrap_or(options[0]);
-    let mut out = Vec::with_capacity(a.len() + b.len());
     if rev_a {
-        out.extend(a.iter().rev());
-    } else {
-        out.extend(a);
+        a.reverse();
     }
     if rev_b {
-        out.extend(b.iter().rev());
-    } else {
-        out.extend(b);
+        b.reverse();
     }
-    out
+    a.append(b);
+    a
+}
+
+/// A sequence of functions that reverses in O(1) and concatenates in time proportional to the
+/// shorter side. Copying whole chains on every merge made the algorithm quadratic when one long
+/// chain absorbs many small ones, as it does on real call graphs.
+#[derive(Default)]
+struct Chain {
+    items: VecDeque<FuncId>,
+    /// The chain reads `items` back to front.
+    reversed: bool,
+}
+
+impl Chain {
+    fn new(f: FuncId) -> Chain {
+        Chain { items: VecDeque::from([f]), reversed: false }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn first(&self) -> FuncId {
+        let end = if self.reversed { self.items.back() } else { self.items.front() };
+        end.copied().unwrap_or_default()
+    }
+
+    fn last(&self) -> FuncId {
+        let end = if self.reversed { self.items.front() } else { self.items.back() };
+        end.copied().unwrap_or_default()
+    }
+
+    fn reverse(&mut self) {
+        self.reversed = !self.reversed;
+    }
+
+    /// The chain in reading order.
+    fn into_vec(self) -> Vec<FuncId> {
+        let mut v: Vec<FuncId> = self.items.into();
+        if self.reversed {
+            v.reverse();
+        }
+        v
+    }
+
+    /// `self` followed by `other`, built in whichever deque is longer.
+    fn append(&mut self, mut other: Chain) {
+        if self.items.len() >= other.items.len() {
+            for f in other.into_vec() {
+                self.push_back(f);
+            }
+        } else {
+            for f in std::mem::take(self).into_vec().into_iter().rev() {
+                other.push_front(f);
+            }
+            *self = other;
+        }
+    }
+
+    fn push_back(&mut self, f: FuncId) {
+        if self.reversed {
+            self.items.push_front(f);
+        } else {
+            self.items.push_back(f);
+        }
+    }
+
+    fn push_front(&mut self, f: FuncId) {
+        if self.reversed {
+            self.items.push_back(f);
+        } else {
+            self.items.push_front(f);
+        }
+    }
 }

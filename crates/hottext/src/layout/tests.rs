@@ -168,3 +168,17 @@ fn metrics_count_pages_across_a_boundary() {
     let m = measure(&g, &place_in_order(&g, &[0, 1, 2]));
     assert_eq!((m.pages_4k_99, m.pages_2m_99), (2, 1));
 }
+
+#[test]
+fn pettis_hansen_long_chain_absorbs_reversed_pieces_in_order() {
+    // A path a-b-c-d-e with falling weights grows one chain by both ends and through
+    // reversals; every neighbour pair of the path must stay adjacent.
+    let g = graph(
+        &[("a", 10, 1), ("b", 10, 1), ("c", 10, 1), ("d", 10, 1), ("e", 10, 1)],
+        &[("c", "d", 50), ("b", "c", 40), ("d", "e", 30), ("a", "b", 20)],
+    );
+    let got = names(&g, Algorithm::PettisHansen);
+    let forward = ["a", "b", "c", "d", "e"];
+    let backward = ["e", "d", "c", "b", "a"];
+    assert!(got == forward || got == backward, "{got:?}");
+}
