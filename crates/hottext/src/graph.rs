@@ -238,7 +238,11 @@ impl Reader {
                 };
                 self.last_caller = Some(caller);
                 let callee = self.id(callee)?;
-                self.graph.calls.push(Call { caller, callee, weight });
+                self.graph.calls.push(Call {
+                    caller,
+                    callee,
+                    weight,
+                });
             }
             other => {
                 return Err(format!(

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::graph::{FuncId, Graph};
-use hottext::layout::metrics::{measure, place_in_order, Metrics, Placement};
+use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Placement};
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{emit, markers_object, Entry, Format};
 use serde::Serialize;
@@ -20,8 +20,11 @@ use crate::output;
 ///
 /// Formats: `list` (one symbol a line), `ld-script` (GNU ld or lld: -Wl,-T,FILE; defines
 /// __hot_start/__hot_end and aligns them itself), `gold-order` (gold: -Wl,--section-ordering-file=FILE),
-/// `lld-order` (lld or mold: -Wl,--symbol-ordering-file=FILE). The two order-file formats cannot
-/// define the markers: add `--markers hot_markers.o` and link that object too.
+/// `lld-order` (lld: -Wl,--symbol-ordering-file=FILE). The two order-file formats cannot
+/// define the markers: add `--markers hot_markers.o` and link that object too. `ranges` needs
+/// --binary and writes no linker input: it lists the hottest 2 MiB-aligned address ranges of the
+/// binary as it is (`0xSTART 0xEND` a line), for the runtime's LD_PRELOAD library
+/// (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
 ///
 /// With --binary, profile functions the binary lacks are named in a warning and left out, and the
 /// layout's figures are shown next to those of the binary's current (address) order.
@@ -47,6 +50,9 @@ pub struct Args {
     /// C3: stop growing a cluster past this many bytes (the paper's page size).
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
     merge_threshold: u64,
+    /// ranges: list at most this many 2 MiB pages (the CPU has few 2 MiB i-TLB entries).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    max_huge_pages: usize,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -69,6 +75,8 @@ enum FormatArg {
     LdScript,
     GoldOrder,
     LldOrder,
+    /// Hottest 2 MiB ranges of the unmodified binary (needs --binary)
+    Ranges,
 }
 
 #[derive(Serialize)]
@@ -132,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let format = match args.format {
+        FormatArg::Ranges => return write_ranges(&args, &graph, addresses.as_ref()),
         FormatArg::List => Format::List,
         FormatArg::LdScript => Format::LdScript,
         FormatArg::GoldOrder => Format::GoldOrder,
@@ -175,6 +184,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print_summary(&summary)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
+fn write_ranges(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<ExitCode> {
+    let Some(at) = at else {
+        bail!("--format ranges lists addresses of a binary: give --binary BIN");
+    };
+    let ranges = hot_ranges(graph, at, args.max_huge_pages);
+    let mut text = String::new();
+    for (start, end) in &ranges {
+        text.push_str(&format!("{start:#x} {end:#x}\n"));
+    }
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
+    }
+    let pages: u64 = ranges.iter().map(|(s, e)| (e - s) >> 21).sum();
+    eprintln!(
+        "hottext: {pages} hot 2 MiB pages in {} ranges",
+        ranges.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

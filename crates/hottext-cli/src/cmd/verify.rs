@@ -1,59 +1,121 @@
-//! `hottext verify`: is the hot text in place.
+//! `hottext verify`: is the hot text in place, in a binary or in a running process.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use hottext::binary::Binary;
-use hottext::verify::check_binary;
+use hottext::verify::{check_binary, check_process};
 
 use crate::output;
 
-/// Check that a binary holds a 2 MiB-aligned hot range between __hot_start and __hot_end.
+/// Check that a binary holds a 2 MiB-aligned hot range between __hot_start and __hot_end, or
+/// that a running process has that range on huge pages.
 ///
-/// Exit status 1 when the markers are missing, the range is empty or misaligned, or no function
-/// lies inside it.
+/// With --binary, exit status 1 when the markers are missing, the range is empty or misaligned,
+/// or no function lies inside it. With --pid, it lists each 2 MiB page of the hot range and what
+/// backs it (anonymous THP, a 2 MiB page-cache folio, hugetlb, or 4 KiB pages); exit status 1
+/// when none is huge.
 ///
-/// Example: hottext verify --binary ./server
+/// Examples:
+///   hottext verify --binary ./server
+///   hottext verify --pid $(pidof server) --json
 #[derive(clap::Args)]
 pub struct Args {
     /// The linked executable to check.
-    #[arg(long, value_name = "BIN")]
-    binary: PathBuf,
+    #[arg(
+        long,
+        value_name = "BIN",
+        required_unless_present = "pid",
+        conflicts_with = "pid"
+    )]
+    binary: Option<PathBuf>,
+    /// A running process whose hot range should be on huge pages.
+    #[arg(long, value_name = "PID")]
+    pid: Option<u32>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let binary = Binary::open(&args.binary).context("cannot verify")?;
+    match (&args.binary, args.pid) {
+        (Some(path), _) => verify_binary(path, args.json),
+        (None, Some(pid)) => verify_process(pid, args.json),
+        (None, None) => anyhow::bail!("give --binary BIN or --pid PID"),
+    }
+}
+
+fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let binary = Binary::open(path).context("cannot verify")?;
     let report = check_binary(&binary);
-    if args.json {
+    if json {
         output::json(&report)?;
     } else if let (Some(start), Some(end)) = (report.start, report.end) {
-        println!("hot text   {}", report.binary);
+        println!("hot text    {}", report.binary);
         println!(
-            "range      [{start:#x}, {end:#x})  {}",
+            "range       [{start:#x}, {end:#x})  {}",
             output::bytes(report.size)
         );
-        println!(
-            "aligned    {}",
-            if report.start_aligned_2m {
-                "yes, start on a 2 MiB boundary"
-            } else {
-                "NO"
-            }
-        );
-        println!("functions  {} inside", report.functions_inside);
+        let aligned = if report.start_aligned_2m {
+            "yes, start on a 2 MiB boundary"
+        } else {
+            "NO"
+        };
+        println!("aligned     {aligned}");
+        println!("functions   {} inside", report.functions_inside);
         println!("2 MiB pages {}", report.huge_pages);
     }
-    if report.passed() {
-        if !args.json {
+    verdict(report.passed(), json, &report.problems)
+}
+
+fn verify_process(pid: u32, json: bool) -> anyhow::Result<ExitCode> {
+    let report = check_process(pid).context("cannot verify")?;
+    if json {
+        output::json(&report)?;
+    } else {
+        println!("process     {pid} ({})", report.executable);
+        let size = report.hot_end.saturating_sub(report.hot_start);
+        println!(
+            "hot range   [{:#x}, {:#x})  {}",
+            report.hot_start,
+            report.hot_end,
+            output::bytes(size)
+        );
+        println!(
+            "huge pages  {} of {} 2 MiB pages",
+            report.huge_pages,
+            report.pages.len()
+        );
+        for p in &report.pages {
+            let name = if p.mapping.is_empty() {
+                "[anonymous]"
+            } else {
+                p.mapping.as_str()
+            };
+            println!(
+                "  {:#014x}  {:<10} {name}",
+                p.address,
+                serde_json::to_value(p.backing)?.as_str().unwrap_or("?")
+            );
+        }
+    }
+    let problem = ["no 2 MiB page of the hot range is on a huge page".to_string()];
+    verdict(
+        report.passed(),
+        json,
+        if report.passed() { &[] } else { &problem },
+    )
+}
+
+fn verdict(passed: bool, json: bool, problems: &[String]) -> anyhow::Result<ExitCode> {
+    if passed {
+        if !json {
             println!("ok");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    for p in &report.problems {
+    for p in problems {
         eprintln!("hottext: verify failed: {p}");
     }
     Ok(ExitCode::from(1))

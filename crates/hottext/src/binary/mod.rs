@@ -55,6 +55,8 @@ pub struct Binary {
     /// Position-independent (ET_DYN): loaded at a bias chosen at run time.
     pub is_pie: bool,
     pub architecture: object::Architecture,
+    /// Stated entry point (`e_entry`): with `AT_ENTRY` it gives a process's load bias.
+    pub entry: u64,
     /// Sorted by start address, non-overlapping starts.
     pub functions: Vec<Function>,
     pub exec_segments: Vec<ExecSegment>,
@@ -65,7 +67,7 @@ pub struct Binary {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BinaryError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -149,6 +151,7 @@ impl Binary {
             build_id,
             is_pie,
             architecture: file.architecture(),
+            entry: file.entry(),
             functions: name_functions(at),
             exec_segments,
             symbols,

@@ -94,6 +94,12 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
 /// Spreads each function's samples evenly over its bytes, then counts the hottest pages needed
 /// to reach 99 % of all samples.
 fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
+    hottest_pages(graph, at, page, 0.99).len() as u64
+}
+
+/// The fewest pages of `page` bytes that hold `share` of the samples, hottest first, as page
+/// numbers (address / page). Each function's samples are spread evenly over its bytes.
+pub fn hottest_pages(graph: &Graph, at: &Placement, page: u64, share: f64) -> Vec<u64> {
     let mut mass: rustc_hash::FxHashMap<u64, f64> = Default::default();
     let mut total = 0.0;
     for (f, start) in graph.funcs.iter().zip(at) {
@@ -112,16 +118,36 @@ fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
         }
         total += f.samples as f64;
     }
-    let mut pages: Vec<f64> = mass.into_values().collect();
-    pages.sort_by(|a, b| b.total_cmp(a));
-    let goal = total * 0.99;
+    let mut pages: Vec<(u64, f64)> = mass.into_iter().collect();
+    // Hottest first; ties by address so the answer does not depend on hash order.
+    pages.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let goal = total * share;
     let mut sum = 0.0;
-    for (i, m) in pages.iter().enumerate() {
-        sum += m;
+    let mut out = Vec::new();
+    for (p, m) in pages {
         // A small tolerance keeps float rounding from asking for one page too many.
         if sum >= goal * (1.0 - 1e-12) {
-            return i as u64 + 1;
+            break;
+        }
+        sum += m;
+        out.push(p);
+    }
+    out
+}
+
+/// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,
+/// adjacent pages merged, in address order: what a loader without markers can map.
+pub fn hot_ranges(graph: &Graph, at: &Placement, max_pages: usize) -> Vec<(u64, u64)> {
+    const HUGE: u64 = 2 << 20;
+    let mut pages = hottest_pages(graph, at, HUGE, 0.99);
+    pages.truncate(max_pages);
+    pages.sort_unstable();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for p in pages {
+        match ranges.last_mut() {
+            Some(last) if last.1 == p * HUGE => last.1 += HUGE,
+            _ => ranges.push((p * HUGE, (p + 1) * HUGE)),
         }
     }
-    pages.len() as u64
+    ranges
 }

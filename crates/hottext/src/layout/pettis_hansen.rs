@@ -46,7 +46,10 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         if adj[a as usize].get(&b) != Some(&w) {
             continue; // merged away or re-weighted since this entry was pushed
         }
-        let (left, right) = (std::mem::take(&mut chains[a as usize]), std::mem::take(&mut chains[b as usize]));
+        let (left, right) = (
+            std::mem::take(&mut chains[a as usize]),
+            std::mem::take(&mut chains[b as usize]),
+        );
         let joined = join(left, right, &undirected);
         // Keep the node with more neighbours, so re-pointing edges costs the smaller side.
         let (keep, gone) = if adj[a as usize].len() >= adj[b as usize].len() {
@@ -79,7 +82,11 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         .map(|c| {
             let c = c.into_vec();
             let samples = c.iter().map(|&f| graph.funcs[f as usize].samples).sum();
-            let size = c.iter().map(|&f| graph.funcs[f as usize].size).sum::<u64>().max(1);
+            let size = c
+                .iter()
+                .map(|&f| graph.funcs[f as usize].size)
+                .sum::<u64>()
+                .max(1);
             let first = c.iter().copied().min().unwrap_or(0);
             (samples, size, first, c)
         })
@@ -98,7 +105,8 @@ fn undirected_weights(graph: &Graph) -> FxHashMap<(FuncId, FuncId), u64> {
     let mut w: FxHashMap<(FuncId, FuncId), u64> = FxHashMap::default();
     for c in &graph.calls {
         if c.caller != c.callee && c.weight > 0 {
-            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee))).or_default() += c.weight;
+            *w.entry((c.caller.min(c.callee), c.caller.max(c.callee)))
+                .or_default() += c.weight;
         }
     }
     w
@@ -140,7 +148,10 @@ struct Chain {
 
 impl Chain {
     fn new(f: FuncId) -> Chain {
-        Chain { items: VecDeque::from([f]), reversed: false }
+        Chain {
+            items: VecDeque::from([f]),
+            reversed: false,
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -148,12 +159,20 @@ impl Chain {
     }
 
     fn first(&self) -> FuncId {
-        let end = if self.reversed { self.items.back() } else { self.items.front() };
+        let end = if self.reversed {
+            self.items.back()
+        } else {
+            self.items.front()
+        };
         end.copied().unwrap_or_default()
     }
 
     fn last(&self) -> FuncId {
-        let end = if self.reversed { self.items.front() } else { self.items.back() };
+        let end = if self.reversed {
+            self.items.front()
+        } else {
+            self.items.back()
+        };
         end.copied().unwrap_or_default()
     }
 

@@ -1,6 +1,6 @@
 //! Hand-written graphs with the expected order, one rule a test.
 
-use super::metrics::{measure, place_in_order};
+use super::metrics::{hot_ranges, measure, place_in_order};
 use super::{order, Algorithm, Params};
 use crate::graph::{Graph, GraphBuilder};
 
@@ -174,11 +174,39 @@ fn pettis_hansen_long_chain_absorbs_reversed_pieces_in_order() {
     // A path a-b-c-d-e with falling weights grows one chain by both ends and through
     // reversals; every neighbour pair of the path must stay adjacent.
     let g = graph(
-        &[("a", 10, 1), ("b", 10, 1), ("c", 10, 1), ("d", 10, 1), ("e", 10, 1)],
-        &[("c", "d", 50), ("b", "c", 40), ("d", "e", 30), ("a", "b", 20)],
+        &[
+            ("a", 10, 1),
+            ("b", 10, 1),
+            ("c", 10, 1),
+            ("d", 10, 1),
+            ("e", 10, 1),
+        ],
+        &[
+            ("c", "d", 50),
+            ("b", "c", 40),
+            ("d", "e", 30),
+            ("a", "b", 20),
+        ],
     );
     let got = names(&g, Algorithm::PettisHansen);
     let forward = ["a", "b", "c", "d", "e"];
     let backward = ["e", "d", "c", "b", "a"];
     assert!(got == forward || got == backward, "{got:?}");
+}
+
+#[test]
+fn hot_ranges_pick_the_hottest_huge_pages_and_merge_neighbours() {
+    const MB2: u64 = 2 << 20;
+    let g = graph(
+        &[("a", 64, 60), ("b", 64, 30), ("c", 64, 10), ("cold", 64, 0)],
+        &[],
+    );
+    // a in page 5, b in page 6 (adjacent), c in page 9, cold in page 1.
+    let at = vec![Some(5 * MB2), Some(6 * MB2 + 100), Some(9 * MB2), Some(MB2)];
+    assert_eq!(
+        hot_ranges(&g, &at, 8),
+        [(5 * MB2, 7 * MB2), (9 * MB2, 10 * MB2)]
+    );
+    // Capped at one page: only the hottest.
+    assert_eq!(hot_ranges(&g, &at, 1), [(5 * MB2, 6 * MB2)]);
 }

@@ -1,5 +1,7 @@
-//! Is the hot text there: in a binary's symbols, and (later) on huge pages in a running process.
+//! Is the hot text there: in a binary's symbols, and on huge pages in a running process.
 
 mod binary;
+mod process;
 
 pub use binary::{check_binary, HotTextReport};
+pub use process::{check_process, Backing, PageReport, ProcessError, ProcessReport};

@@ -1,0 +1,37 @@
+# The two set-up commands of a fresh machine: `make demo` and `make test` (see README.md).
+
+CARGO ?= cargo
+HOTTEXT := target/release/hottext
+
+.PHONY: all build test lint demo bench-order bench-profile clean
+
+all: build
+
+build:
+	$(CARGO) build --release --locked
+
+## test: every test: the Rust workspace (real perf, real linkers) and the C runtime.
+test:
+	$(CARGO) test --workspace --locked
+	$(MAKE) -C runtime test
+
+## lint: formatting and clippy with warnings as errors (the C code builds with -Werror).
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## demo: build hottext and the demo service, profile it, relink with each linker, compare.
+demo: build
+	bash examples/demo-service/demo.sh
+
+## bench-*: benchmarks (not tests); results go to bench/RESULTS.md by hand.
+bench-order:
+	bash bench/order/run.sh
+
+bench-profile:
+	bash bench/profile/run.sh
+
+clean:
+	$(CARGO) clean
+	$(MAKE) -C runtime clean
+	rm -rf build

@@ -1,0 +1,305 @@
+//! Checks a running process: where its hot range is, and which of its 2 MiB pages are backed by
+//! huge pages.
+//!
+//! The load bias comes from the auxiliary vector (`AT_ENTRY` minus the ELF entry point), which
+//! stays right after the runtime has replaced the text mapping with anonymous memory.
+//! `/proc/PID/smaps` says how many bytes of each mapping are huge (`AnonHugePages`,
+//! `FilePmdMapped`, hugetlb); where a mapping is only partly huge, `/proc/PID/pagemap` and
+//! `/proc/kpageflags` (root only) tell which 2 MiB pages are.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::binary::{Binary, BinaryError, HOT_END, HOT_START, HUGE_PAGE};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcessError {
+    #[error("cannot read {path} (is process {pid} running, and may we read it?)")]
+    Proc {
+        pid: u32,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
+    #[error("process {pid}: {msg}")]
+    Layout { pid: u32, msg: String },
+}
+
+/// What backs one 2 MiB page of the hot range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backing {
+    /// Transparent huge page of anonymous memory (the runtime's copy).
+    AnonHuge,
+    /// A 2 MiB page-cache folio mapped by one page-table entry (the file itself).
+    FileHuge,
+    /// A page from the hugetlbfs pool.
+    Hugetlb,
+    /// 4 KiB pages.
+    Small,
+}
+
+impl Backing {
+    pub fn is_huge(self) -> bool {
+        self != Backing::Small
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PageReport {
+    /// Runtime address of the 2 MiB page.
+    pub address: u64,
+    pub backing: Backing,
+    /// The mapping's name in /proc/PID/maps (a path, or empty for anonymous memory).
+    pub mapping: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessReport {
+    pub pid: u32,
+    pub executable: String,
+    pub load_bias: u64,
+    /// Runtime addresses of the markers.
+    pub hot_start: u64,
+    pub hot_end: u64,
+    pub pages: Vec<PageReport>,
+    pub huge_pages: usize,
+}
+
+impl ProcessReport {
+    pub fn passed(&self) -> bool {
+        self.huge_pages > 0
+    }
+}
+
+pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
+    let proc = |name: &str| PathBuf::from(format!("/proc/{pid}/{name}"));
+    let read = |name: &str| {
+        fs::read(proc(name)).map_err(|source| ProcessError::Proc {
+            pid,
+            path: proc(name),
+            source,
+        })
+    };
+
+    let exe_path = proc("exe");
+    let executable = fs::read_link(&exe_path)
+        .map_err(|source| ProcessError::Proc {
+            pid,
+            path: exe_path.clone(),
+            source,
+        })?
+        .display()
+        .to_string();
+    let binary = Binary::open(&exe_path)?;
+    let layout = |msg: String| ProcessError::Layout { pid, msg };
+    let (start, end) = binary
+        .hot_range()
+        .ok_or_else(|| layout(format!("{executable} has no {HOT_START}/{HOT_END} markers: it was not linked with a hottext layout")))?;
+
+    let entry = auxv_entry(&read("auxv")?)
+        .ok_or_else(|| layout("no AT_ENTRY in its auxiliary vector".into()))?;
+    let load_bias = entry.wrapping_sub(binary.entry);
+    let (hot_start, hot_end) = (
+        start.0.wrapping_add(load_bias),
+        end.0.wrapping_add(load_bias),
+    );
+
+    let smaps = String::from_utf8_lossy(&read("smaps")?).into_owned();
+    let vmas = parse_smaps(&smaps);
+    let mut pagemap = fs::File::open(proc("pagemap")).ok();
+    let mut kpageflags = fs::File::open("/proc/kpageflags").ok();
+
+    let mut pages = Vec::new();
+    let mut page = hot_start / HUGE_PAGE * HUGE_PAGE;
+    while page < hot_end {
+        let vma = vmas.iter().find(|v| v.start <= page && page < v.end);
+        let (backing, mapping) = match vma {
+            None => (Backing::Small, "(unmapped)".to_string()),
+            Some(v) => {
+                let backing = if v.hugetlb {
+                    Backing::Hugetlb
+                } else if v.huge_bytes == 0 {
+                    Backing::Small
+                } else if v.huge_bytes >= v.end - v.start
+                    || huge_folio_at(page, &mut pagemap, &mut kpageflags)
+                {
+                    if v.anonymous {
+                        Backing::AnonHuge
+                    } else {
+                        Backing::FileHuge
+                    }
+                } else {
+                    Backing::Small
+                };
+                (backing, v.name.clone())
+            }
+        };
+        pages.push(PageReport {
+            address: page,
+            backing,
+            mapping,
+        });
+        page += HUGE_PAGE;
+    }
+    let huge_pages = pages.iter().filter(|p| p.backing.is_huge()).count();
+    Ok(ProcessReport {
+        pid,
+        executable,
+        load_bias,
+        hot_start,
+        hot_end,
+        pages,
+        huge_pages,
+    })
+}
+
+/// `AT_ENTRY` from a 64-bit auxiliary vector: (type, value) pairs of native words.
+fn auxv_entry(auxv: &[u8]) -> Option<u64> {
+    const AT_ENTRY: u64 = 9;
+    auxv.chunks_exact(16).find_map(|pair| {
+        let kind = u64::from_ne_bytes(pair[..8].try_into().ok()?);
+        let value = u64::from_ne_bytes(pair[8..].try_into().ok()?);
+        (kind == AT_ENTRY).then_some(value)
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Vma {
+    start: u64,
+    end: u64,
+    name: String,
+    anonymous: bool,
+    hugetlb: bool,
+    /// Bytes mapped by 2 MiB entries: AnonHugePages + FilePmdMapped + ShmemPmdMapped.
+    huge_bytes: u64,
+}
+
+fn parse_smaps(text: &str) -> Vec<Vma> {
+    let mut vmas: Vec<Vma> = Vec::new();
+    for line in text.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(first) = fields.next() else { continue };
+        if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let (Ok(start), Ok(end)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16))
+            else {
+                continue;
+            };
+            let name = fields.nth(4).unwrap_or("").to_string();
+            let anonymous = name.is_empty() || name.starts_with('[');
+            vmas.push(Vma {
+                start,
+                end,
+                name,
+                anonymous,
+                hugetlb: false,
+                huge_bytes: 0,
+            });
+            continue;
+        }
+        let Some(vma) = vmas.last_mut() else { continue };
+        let kb = || {
+            fields
+                .clone()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        match first {
+            "AnonHugePages:" | "FilePmdMapped:" | "ShmemPmdMapped:" => vma.huge_bytes += kb(),
+            "KernelPageSize:" if kb() == HUGE_PAGE => vma.hugetlb = true,
+            "Private_Hugetlb:" | "Shared_Hugetlb:" if kb() > 0 => vma.hugetlb = true,
+            _ => {}
+        }
+    }
+    vmas
+}
+
+/// Whether the 2 MiB page at `addr` is one 2 MiB folio: its first and last 4 KiB pages are
+/// present, physically contiguous from a 2 MiB-aligned frame, and flagged as a transparent huge
+/// page. Needs root (pagemap hides frame numbers otherwise); `false` when it cannot tell.
+fn huge_folio_at(
+    addr: u64,
+    pagemap: &mut Option<fs::File>,
+    kpageflags: &mut Option<fs::File>,
+) -> bool {
+    const PRESENT: u64 = 1 << 63;
+    const PFN_MASK: u64 = (1 << 55) - 1;
+    const KPF_THP: u64 = 1 << 22;
+    let (Some(pagemap), Some(kpageflags)) = (pagemap.as_mut(), kpageflags.as_mut()) else {
+        return false;
+    };
+    let word = |file: &mut fs::File, index: u64| -> Option<u64> {
+        let mut buf = [0u8; 8];
+        file.seek(SeekFrom::Start(index * 8)).ok()?;
+        file.read_exact(&mut buf).ok()?;
+        Some(u64::from_ne_bytes(buf))
+    };
+    let frame = |pagemap: &mut fs::File, a: u64| {
+        word(pagemap, a / 4096)
+            .filter(|e| e & PRESENT != 0)
+            .map(|e| e & PFN_MASK)
+    };
+    let (Some(first), Some(last)) = (
+        frame(pagemap, addr),
+        frame(pagemap, addr + HUGE_PAGE - 4096),
+    ) else {
+        return false;
+    };
+    let thp = |kpageflags: &mut fs::File, pfn: u64| {
+        word(kpageflags, pfn).is_some_and(|f| f & KPF_THP != 0)
+    };
+    first != 0
+        && first % 512 == 0
+        && last == first + 511
+        && thp(kpageflags, first)
+        && thp(kpageflags, last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smaps_mappings_and_huge_bytes() {
+        let text = "\
+55d0a0000000-55d0a0400000 r-xp 00000000 fe:01 123 /usr/bin/demo
+Size:               4096 kB
+AnonHugePages:         0 kB
+FilePmdMapped:      2048 kB
+7f0000000000-7f0000200000 r-xp 00000000 00:00 0 
+AnonHugePages:      2048 kB
+KernelPageSize:        4 kB
+7f1000000000-7f1000200000 r-xp 00000000 00:10 9 /dev/hugepages/x
+KernelPageSize:     2048 kB
+";
+        let v = parse_smaps(text);
+        assert_eq!(v.len(), 3);
+        assert_eq!(
+            (v[0].name.as_str(), v[0].anonymous, v[0].huge_bytes),
+            ("/usr/bin/demo", false, 2 << 20)
+        );
+        assert_eq!(
+            (v[1].anonymous, v[1].huge_bytes, v[1].hugetlb),
+            (true, 2 << 20, false)
+        );
+        assert!(v[2].hugetlb);
+    }
+
+    #[test]
+    fn auxv_entry_is_found() {
+        let mut auxv = Vec::new();
+        for (k, v) in [(6u64, 4096u64), (9, 0x55d0_a000_1040), (0, 0)] {
+            auxv.extend(k.to_ne_bytes());
+            auxv.extend(v.to_ne_bytes());
+        }
+        assert_eq!(auxv_entry(&auxv), Some(0x55d0_a000_1040));
+        assert_eq!(auxv_entry(&[]), None);
+    }
+}
