@@ -1,0 +1,75 @@
+/* /tmp/perf-PID.map: names for code that lives in anonymous memory.
+ *
+ * Once the hot text is a copy in anonymous memory, /proc/PID/maps no longer
+ * names the program file for that range, and a perf that attaches later sees
+ * "//anon" there. perf then reads /tmp/perf-PID.map, one "START SIZE name"
+ * line per function (hex, runtime addresses), the format JITs use. We append,
+ * since a JIT in the same process may write the same file. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct writer {
+    int fd;
+    uintptr_t bias;
+    size_t len;
+    int failed;
+    char buf[4096];
+};
+
+static void flush(struct writer *w)
+{
+    size_t off = 0;
+    while (off < w->len && !w->failed) {
+        ssize_t n = write(w->fd, w->buf + off, w->len - off);
+        if (n <= 0)
+            w->failed = 1;
+        else
+            off += (size_t)n;
+    }
+    w->len = 0;
+}
+
+static void add(void *arg, uint64_t value, uint64_t size, const char *name)
+{
+    struct writer *w = arg;
+    char line[600];
+    int n = snprintf(line, sizeof line, "%llx %llx %.500s\n", (unsigned long long)(value + w->bias),
+                     (unsigned long long)size, name);
+    if (n <= 0 || n >= (int)sizeof line)
+        return;
+    if (w->len + (size_t)n > sizeof w->buf)
+        flush(w);
+    memcpy(w->buf + w->len, line, (size_t)n);
+    w->len += (size_t)n;
+}
+
+long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whylen)
+{
+    struct hx_elf e;
+    if (hottext__elf_open_self(&e, why, whylen) < 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
+    struct writer w = {.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), .bias = e.bias};
+    if (w.fd < 0) {
+        snprintf(why, whylen, "cannot open %s", path);
+        hottext__elf_close(&e);
+        return -1;
+    }
+    long n = hottext__elf_each_func(&e, lo - e.bias, hi - e.bias, add, &w);
+    flush(&w);
+    close(w.fd);
+    hottext__elf_close(&e);
+    if (n < 0)
+        snprintf(why, whylen, "the program has no symbol table (stripped)");
+    else if (w.failed)
+        snprintf(why, whylen, "writing %s failed", path);
+    else
+        snprintf(why, whylen, "%s", path);
+    return w.failed ? -1 : n;
+}
