@@ -1,10 +1,269 @@
-//! `hottext profile` (being written).
+//! `hottext profile`: perf.data in, the binary's call graph out, with what was read.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
+use anyhow::{anyhow, bail, Context};
+use hottext::binary::Binary;
+use hottext::graph::Graph;
+use hottext::profile::{read, MatchedBy, Options, ProfileError, Stats};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::output;
+
+/// Warn when more of the samples than this give no edge for want of a frame pointer.
+const CALLER_UNKNOWN_WARNING: f64 = 0.05;
+/// Files smaller than this read in well under a second: no progress bar.
+const PROGRESS_FROM_BYTES: u64 = 64 << 20;
+
+/// Build the call graph of one binary from a perf.data file.
+///
+/// Keeps the samples that fall in BIN (matched by build-id, else by path, and says which), maps
+/// their addresses to BIN's functions (removing a PIE's load bias), and writes the profile text.
+/// Call stacks give an edge from the caller frame to the innermost frame; branch records give
+/// one per call entry. Samples outside BIN, addresses without a symbol, and records perf lost
+/// are counted and shown.
+///
+/// Example: hottext profile perf.data --binary ./server -o server.profile
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The perf.data written by `hottext record` (or `perf record -g`).
+    perf_data: PathBuf,
+    /// The executable whose functions to profile: the one that was recorded, with its symbols.
+    #[arg(long, value_name = "BIN")]
+    binary: PathBuf,
+    /// Write the profile here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Keep only the samples of this process (the recording may hold every process on its CPUs).
+    #[arg(long, value_name = "PID")]
+    pid: Option<i32>,
+    /// Use mappings of a file named like BIN whose build-id differs from BIN's.
+    #[arg(long)]
+    allow_build_id_mismatch: bool,
+    /// Print the figures as JSON on stdout (needs -o for the profile itself).
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'profile' is not written yet")
+#[derive(Serialize)]
+struct Summary<'a> {
+    perf_data: &'a PathBuf,
+    binary: &'a PathBuf,
+    bytes: u64,
+    read_seconds: f64,
+    functions: usize,
+    edges: usize,
+    unresolved_percent: f64,
+    #[serde(flatten)]
+    stats: &'a Stats,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.json && args.output.is_none() {
+        bail!("--json prints the figures on stdout; give -o FILE for the profile");
+    }
+    let binary = Binary::open(&args.binary).context("cannot profile")?;
+    let bytes = std::fs::metadata(&args.perf_data)
+        .with_context(|| format!("cannot read {}", args.perf_data.display()))?
+        .len();
+    let bar = progress_bar(bytes);
+    let opts = Options {
+        allow_build_id_mismatch: args.allow_build_id_mismatch,
+        pid: args.pid,
+    };
+    let started = Instant::now();
+    let result = read(&args.perf_data, &binary, &opts, &mut |done, _| {
+        bar.set_position(done)
+    });
+    bar.finish_and_clear();
+    let (graph, stats) = result.map_err(explain)?;
+    let read_seconds = started.elapsed().as_secs_f64();
+
+    match &args.output {
+        Some(path) => {
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            graph
+                .write(BufWriter::new(file))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        None => graph.write(std::io::stdout().lock())?,
+    }
+
+    let summary = Summary {
+        perf_data: &args.perf_data,
+        binary: &args.binary,
+        bytes,
+        read_seconds,
+        functions: graph.funcs.len(),
+        edges: graph.calls.len(),
+        unresolved_percent: stats.unresolved_percent(),
+        stats: &stats,
+    };
+    warn_about(&stats, &graph, &args);
+    if args.json {
+        output::json(&summary)?;
+    } else {
+        print_summary(&summary)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn progress_bar(bytes: u64) -> ProgressBar {
+    if bytes < PROGRESS_FROM_BYTES {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(bytes);
+    let style = ProgressStyle::with_template("{spinner} reading {bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+/// Adds what the user can do about an error.
+fn explain(err: ProfileError) -> anyhow::Error {
+    match err {
+        ProfileError::BuildIdMismatch { .. } => {
+            anyhow!("{err}; re-record this build, or pass --allow-build-id-mismatch to use the other build's samples")
+        }
+        err => anyhow::Error::new(err),
+    }
+}
+
+fn warn_about(stats: &Stats, graph: &Graph, args: &Args) {
+    let bin = args.binary.display();
+    if stats.matched_by.contains(&MatchedBy::Path) {
+        output::warn(format!(
+            "perf.data holds no build-id for {bin} (or {bin} has none): its samples were matched by path only"
+        ));
+    }
+    for other in &stats.other_builds {
+        let what = if stats.matched_by.contains(&MatchedBy::MismatchAllowed) {
+            "used anyway"
+        } else {
+            "left out"
+        };
+        output::warn(format!(
+            "{} has build-id {}, not {bin}'s: {what}",
+            other.path, other.build_id
+        ));
+    }
+    if stats.lost_samples > 0 {
+        output::warn(format!(
+            "perf lost {} samples (its buffer overflowed): the profile is thinner but not biased by it; \
+             record at a lower frequency (-F) to avoid it",
+            stats.lost_samples
+        ));
+    }
+    if stats.unreadable_records > 0 {
+        output::warn(format!(
+            "{} records could not be read and were skipped",
+            stats.unreadable_records
+        ));
+    }
+    let unknown = stats.calls_caller_unknown as f64 / stats.samples_in_binary.max(1) as f64;
+    if unknown > CALLER_UNKNOWN_WARNING {
+        output::warn(format!(
+            "{:.0}% of {bin}'s samples were taken where the function had no frame of its own and \
+             its caller was entered through a pointer: they give no call edge",
+            100.0 * unknown
+        ));
+    }
+    if graph.calls.is_empty() {
+        output::warn(format!(
+            "no call edge was found: was {bin} built without frame pointers? (build with -fno-omit-frame-pointer)"
+        ));
+    }
+}
+
+fn print_summary(s: &Summary) -> anyhow::Result<()> {
+    let st = s.stats;
+    let mut err = std::io::stderr().lock();
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / of as f64
+        }
+    };
+    let bin = s
+        .binary
+        .file_name()
+        .unwrap_or(s.binary.as_os_str())
+        .to_string_lossy();
+    let matched: Vec<&str> = st
+        .matched_by
+        .iter()
+        .map(|m| match m {
+            MatchedBy::BuildId => "build-id",
+            MatchedBy::Path => "path",
+            _ => "build-id mismatch, allowed",
+        })
+        .collect();
+    writeln!(
+        err,
+        "hottext: read {} ({}) in {:.2} s",
+        s.perf_data.display(),
+        output::bytes(s.bytes),
+        s.read_seconds
+    )?;
+    writeln!(
+        err,
+        "  event             {}, {} samples over {:.1} s",
+        st.event, st.sample_kind, st.seconds
+    )?;
+    writeln!(
+        err,
+        "  samples           {} (every recorded process)",
+        st.samples
+    )?;
+    writeln!(
+        err,
+        "  in {bin:<14} {} ({:.1}%), matched by {}",
+        st.samples_in_binary,
+        pct(st.samples_in_binary, st.samples),
+        matched.join(", ")
+    )?;
+    writeln!(
+        err,
+        "  without symbol    {} ({:.2}% of {bin}'s)",
+        st.samples_unresolved, s.unresolved_percent
+    )?;
+    if st.samples_kernel_only > 0 {
+        writeln!(err, "  kernel only       {}", st.samples_kernel_only)?;
+    }
+    if st.samples_other_pid > 0 {
+        writeln!(
+            err,
+            "  other processes   {} (left out by --pid)",
+            st.samples_other_pid
+        )?;
+    }
+    if st.samples_other_events > 0 {
+        writeln!(
+            err,
+            "  other events      {} (not used)",
+            st.samples_other_events
+        )?;
+    }
+    writeln!(err, "  functions         {}", s.functions)?;
+    writeln!(err, "  call edges        {} (weight {})", s.edges, st.calls)?;
+    writeln!(
+        err,
+        "  no own frame      {} callers recovered, {} unknown (entered through a pointer)",
+        st.calls_recovered, st.calls_caller_unknown
+    )?;
+    writeln!(err, "  calls w/o symbol  {}", st.calls_unresolved)?;
+    writeln!(err, "  lost samples      {}", st.lost_samples)?;
+    writeln!(
+        err,
+        "  unreadable        {} records of {}",
+        st.unreadable_records, st.records
+    )?;
+    Ok(())
 }

@@ -1,10 +1,243 @@
-//! `hottext record` (being written).
+//! `hottext record`: run perf the way that disturbs the program least, and say how it went.
 
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::{bail, Context};
+use clap::ValueEnum;
+use hottext::profile::record::{
+    affinity, plan, Machine, Outcome, Plan, Request, Scope, Session, Target,
+};
+use hottext::profile::SampleKind;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::output;
+
+/// How often to check on perf and redraw the progress line.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Sample a program with perf: call stacks, or branch records where the CPU has them.
+///
+/// Chooses what this machine supports and says why: branch records of calls (LBR) when the PMU
+/// has them, else call stacks by frame pointers; the hardware cycle counter, else the software
+/// clock; and, to keep the cost to the program small, CPU-wide sampling of the CPUs it runs on
+/// rather than per-process events (--cpu N pins a --pid process to CPU N while recording).
+/// Prints the perf command line it ran, and what perf cost.
+///
+/// With --pid, records for --duration seconds, or until Ctrl-C or the process exits; with a
+/// command, until the command exits (or --duration).
+///
+/// Example: hottext record -o perf.data -- ./server --port 8080
+///
+/// Example: hottext record --pid 4242 --duration 30 --cpu 3
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The perf.data file to write.
+    #[arg(short, long, value_name = "FILE", default_value = "perf.data")]
+    output: PathBuf,
+    /// Record this running process.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pid: Option<i32>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Pin the --pid process to this CPU while recording and sample only that CPU (its
+    /// affinity is given back afterwards, unless hottext is killed with SIGKILL).
+    #[arg(long, value_name = "N")]
+    cpu: Option<u32>,
+    /// Samples per second per CPU (capped by kernel.perf_event_max_sample_rate).
+    #[arg(short = 'F', long, value_name = "HZ")]
+    frequency: Option<u32>,
+    /// Force call stacks or branch records instead of the best this machine has.
+    #[arg(long, value_enum)]
+    sampling: Option<SamplingArg>,
+    /// Use per-process events (perf -p) even where CPU-wide sampling would do.
+    #[arg(long)]
+    per_process: bool,
+    /// Print what was done as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The command to start and record (after --).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("'record' is not written yet")
+#[derive(Clone, Copy, ValueEnum)]
+enum SamplingArg {
+    Stack,
+    Branch,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    perf_command: String,
+    output: &'a PathBuf,
+    sampling: SampleKind,
+    event: &'a str,
+    frequency: u32,
+    /// "cpus 0-1" or "process".
+    scope: String,
+    reasons: &'a [String],
+    perf_cpu_percent: f64,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = match (args.pid, args.command.is_empty()) {
+        (Some(pid), _) => Target::Pid(pid),
+        (None, false) => Target::Command(args.command.clone()),
+        (None, true) => {
+            bail!("give --pid PID or a command after --, e.g. hottext record -- ./server")
+        }
+    };
+    let duration = match args.duration {
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--duration must be a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let machine = Machine::probe().context("cannot tell what perf can do here")?;
+    let runs_on = match &target {
+        Target::Pid(pid) => {
+            affinity(*pid).with_context(|| format!("cannot read where process {pid} may run"))?
+        }
+        Target::Command(_) => affinity(std::process::id() as i32)
+            .context("cannot read this process's CPU affinity")?,
+    };
+    let request = Request {
+        target,
+        output: args.output.clone(),
+        duration,
+        frequency: args.frequency,
+        pin_cpu: args.cpu,
+        per_process: args.per_process,
+        sampling: args.sampling.map(|s| match s {
+            SamplingArg::Stack => SampleKind::Stack,
+            SamplingArg::Branch => SampleKind::Branch,
+        }),
+    };
+    let plan = plan(&request, &machine, &runs_on)?;
+    describe(&plan)?;
+
+    let mut session = Session::start(&plan)?;
+    let bar = progress_bar(duration);
+    let outcome = loop {
+        if let Some(outcome) = session.poll()? {
+            break outcome;
+        }
+        if duration.is_some_and(|d| session.elapsed() >= d) {
+            session.stop();
+        }
+        bar.set_position(session.elapsed().as_millis() as u64);
+        bar.set_message(format!(
+            "{} written",
+            output::bytes(session.bytes_written())
+        ));
+        std::thread::sleep(TICK);
+    };
+    bar.finish_and_clear();
+
+    if let Some(e) = &outcome.restore_error {
+        output::warn(format!(
+            "could not give the process its CPU affinity back: {e}"
+        ));
+    }
+    for line in outcome
+        .perf_messages
+        .lines()
+        .filter(|l| !l.starts_with("[ perf record:"))
+    {
+        eprintln!("hottext: perf: {line}");
+    }
+    let summary = Summary {
+        perf_command: plan.command_line(),
+        output: &plan.output,
+        sampling: plan.sampling,
+        event: plan.event,
+        frequency: plan.frequency,
+        scope: match &plan.scope {
+            Scope::Cpus(cpus) => format!("cpus {cpus}"),
+            Scope::Process => "process".into(),
+        },
+        reasons: &plan.reasons,
+        perf_cpu_percent: 100.0 * outcome.perf_cpu_seconds / outcome.wall_seconds.max(1e-9),
+        outcome: &outcome,
+    };
+    if args.json {
+        output::json(&summary)?;
+    } else {
+        print_summary(&summary)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What is about to happen and why, before perf starts (it may run for a long time).
+fn describe(plan: &Plan) -> anyhow::Result<()> {
+    let mut err = std::io::stderr().lock();
+    let mode = match plan.sampling {
+        SampleKind::Stack => "call stacks (frame pointers)",
+        SampleKind::Branch => "branch records of calls (LBR)",
+    };
+    writeln!(
+        err,
+        "hottext: recording {mode} with {} at {} Hz",
+        plan.event, plan.frequency
+    )?;
+    for r in &plan.reasons {
+        writeln!(err, "  - {r}")?;
+    }
+    writeln!(err, "  $ {}", plan.command_line())?;
+    Ok(())
+}
+
+fn progress_bar(duration: Option<Duration>) -> ProgressBar {
+    let (bar, template) = match duration {
+        Some(d) => (
+            ProgressBar::new(d.as_millis() as u64),
+            "{spinner} recording {elapsed_precise} {bar:30} {msg}",
+        ),
+        None => (
+            ProgressBar::new_spinner(),
+            "{spinner} recording {elapsed_precise} {msg} (Ctrl-C stops)",
+        ),
+    };
+    bar.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn print_summary(s: &Summary) -> anyhow::Result<()> {
+    let o = s.outcome;
+    let mut err = std::io::stderr().lock();
+    let samples = o.samples.map_or("?".to_string(), |n| n.to_string());
+    writeln!(
+        err,
+        "hottext: wrote {} ({}, {samples} samples) in {:.1} s",
+        s.output.display(),
+        output::bytes(o.bytes),
+        o.wall_seconds
+    )?;
+    writeln!(
+        err,
+        "  mode              {} sampling, {} on {}",
+        s.sampling, s.event, s.scope
+    )?;
+    writeln!(
+        err,
+        "  perf's own cost   {:.1}% of one CPU ({:.2} s CPU); the kernel's sampling work is not included",
+        s.perf_cpu_percent, o.perf_cpu_seconds
+    )?;
+    writeln!(
+        err,
+        "  next              hottext profile {} --binary BIN -o BIN.profile",
+        s.output.display()
+    )?;
+    Ok(())
 }

@@ -1,1 +1,228 @@
-//! From a running program to a call graph: `record` runs perf, the rest reads perf.data.
+//! From a running program to a call graph: [`record`] runs perf, [`read`] reads perf.data.
+//!
+//! [`read`] keeps the samples that fall in one binary (matched by build-id, else by path, and
+//! says which), maps their addresses to the binary's functions through the mmap records (so a
+//! PIE's load bias is removed), and builds the weighted call graph of section 4 of the hfsort
+//! paper ("Optimizing Function Placement for Large-Scale Data-Center Applications"):
+//!
+//! - stack samples (`perf record --call-graph fp`): a self sample for the innermost user frame,
+//!   and a call edge from the frame below it (return address − 1) to it; lower frames are not
+//!   used, as they distort the weights. Where the innermost function had no frame of its own (at
+//!   its entry or `ret`, or a leaf built without one) the frame below is its caller's caller;
+//!   on x86-64 the real caller is recovered from the direct call that entered it;
+//! - branch records (`perf record -j any_call`, LBR): a self sample for the sampled address, and
+//!   one unit of weight for each call entry whose source and target are both in the binary.
+//!
+//! Nothing is dropped silently: [`Stats`] counts samples outside the binary, addresses no symbol
+//! covers, records perf lost and records we could not read.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use hottext::binary::Binary;
+//! use hottext::profile::{read, Options};
+//!
+//! let binary = Binary::open(Path::new("./server"))?;
+//! let (graph, stats) = read(Path::new("perf.data"), &binary, &Options::default(), &mut |_, _| {})?;
+//! println!("{} of {} samples in the binary", stats.samples_in_binary, stats.samples);
+//! graph.write(std::io::stdout())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod call_graph;
+mod frames;
+mod mappings;
+mod perf_file;
+pub mod record;
+mod resolve;
+mod sample;
+mod tally;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::binary::Binary;
+use crate::graph::Graph;
+
+pub use mappings::MatchedBy;
+
+/// Choices for [`read`].
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Use mappings of a file with the binary's name but another build-id.
+    pub allow_build_id_mismatch: bool,
+    /// Keep only the samples of this process (a system-wide recording holds every process).
+    pub pid: Option<i32>,
+}
+
+/// What the call edges come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleKind {
+    /// Call stacks (frame pointers): top two frames.
+    #[default]
+    Stack,
+    /// Branch records (LBR): call entries.
+    Branch,
+}
+
+impl fmt::Display for SampleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SampleKind::Stack => "stack",
+            SampleKind::Branch => "branch",
+        })
+    }
+}
+
+/// What [`read`] found, for the user to judge the profile by.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// The sampled event the graph is built from.
+    pub event: String,
+    pub sample_kind: SampleKind,
+    /// Records in the file, of every type.
+    pub records: u64,
+    /// Samples of `event`, in every process.
+    pub samples: u64,
+    /// Samples whose innermost user frame is in the binary.
+    pub samples_in_binary: u64,
+    /// Of those, samples at an address no function symbol covers (PLT, stripped code).
+    pub samples_unresolved: u64,
+    /// Samples with no user-space frame (kernel threads, idle).
+    pub samples_kernel_only: u64,
+    /// Samples of other processes, left out by [`Options::pid`].
+    pub samples_other_pid: u64,
+    /// Samples of other events in the file, not used.
+    pub samples_other_events: u64,
+    /// Total weight of the call edges.
+    pub calls: u64,
+    /// Calls with an end in the binary at an address no function symbol covers.
+    pub calls_unresolved: u64,
+    /// Stack samples taken while the innermost function had no frame of its own (at its entry
+    /// or `ret`, or in a leaf built without one), whose real caller was recovered from the
+    /// direct call that entered it; counted in `calls` too. x86-64 only.
+    pub calls_recovered: u64,
+    /// Such samples whose caller was entered through a pointer: no edge.
+    pub calls_caller_unknown: u64,
+    /// Samples the kernel dropped (perf's LOST and LOST_SAMPLES records).
+    pub lost_samples: u64,
+    /// Times the kernel throttled sampling because it took too long.
+    pub throttle_events: u64,
+    /// Records too short or inconsistent to read; they are skipped.
+    pub unreadable_records: u64,
+    /// How the binary's mappings were recognised.
+    pub matched_by: Vec<MatchedBy>,
+    /// Files with the binary's name but another build-id, left out (or used, if allowed).
+    pub other_builds: Vec<OtherBuild>,
+    /// Time from the first to the last sample, in seconds.
+    pub seconds: f64,
+}
+
+impl Stats {
+    /// Share of the binary's samples that no symbol covers, in percent.
+    pub fn unresolved_percent(&self) -> f64 {
+        if self.samples_in_binary == 0 {
+            0.0
+        } else {
+            100.0 * self.samples_unresolved as f64 / self.samples_in_binary as f64
+        }
+    }
+}
+
+/// A mapped file that looks like the binary but has another build-id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct OtherBuild {
+    pub path: String,
+    pub build_id: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a perf.data file: {msg}")]
+    NotPerfData { path: PathBuf, msg: String },
+    #[error("{path} is a pipe-mode stream (perf record -o -); record to a file instead")]
+    PipeMode { path: PathBuf },
+    #[error("{path} is cut short: it has {size} bytes{}; was it copied before perf finished writing it?",
+        expected.map(|e| format!(" but its header needs {e}")).unwrap_or_default())]
+    Truncated {
+        path: PathBuf,
+        size: u64,
+        expected: Option<u64>,
+    },
+    #[error("{path} was never finished (its data size is 0): perf record was killed before it could write it")]
+    Unfinished { path: PathBuf },
+    #[error("{path} is malformed: {msg}")]
+    Malformed { path: PathBuf, msg: String },
+    #[error("{path} is damaged after {records_read} records (near byte {offset}): {msg}")]
+    Damaged {
+        path: PathBuf,
+        records_read: u64,
+        offset: u64,
+        msg: String,
+    },
+    #[error("{path}: no event has call stacks or branch records (events: {events}); record with `hottext record` or `perf record -g`")]
+    NoCallInfo { path: PathBuf, events: String },
+    #[error("{path}: the samples of event {event} {problem}, which hottext cannot read")]
+    UnsupportedSamples {
+        path: PathBuf,
+        event: String,
+        problem: &'static str,
+    },
+    #[error("no sample in {}: recorded from another program? mapped files: {}", binary.display(), some_of(mapped_files))]
+    NotRecorded {
+        binary: PathBuf,
+        mapped_files: Vec<String>,
+    },
+    #[error("build-id mismatch: {} has build-id {binary_build_id}, but perf.data recorded {}",
+        binary.display(), recorded.iter().map(|o| format!("{} with build-id {}", o.path, o.build_id)).collect::<Vec<_>>().join(", "))]
+    BuildIdMismatch {
+        binary: PathBuf,
+        binary_build_id: String,
+        recorded: Vec<OtherBuild>,
+    },
+    #[error("no sample in {}: it was mapped, but none of the {samples} samples ({unresolved} without symbol) fell in its functions",
+        binary.display())]
+    NoSamples {
+        binary: PathBuf,
+        samples: u64,
+        unresolved: u64,
+    },
+}
+
+/// Reads `perf_data` and builds the call graph of `binary`'s functions.
+///
+/// `progress` is called now and then with (bytes read, file size).
+pub fn read(
+    perf_data: &Path,
+    binary: &Binary,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Graph, Stats), ProfileError> {
+    call_graph::build(perf_data, binary, opts, progress)
+}
+
+/// "a, b, c and 7 more": error messages name a few files, not hundreds.
+fn some_of(items: &[String]) -> String {
+    const SHOWN: usize = 8;
+    if items.is_empty() {
+        return "none".into();
+    }
+    let shown = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match items.len().saturating_sub(SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}

@@ -1,0 +1,520 @@
+//! `hottext record` and `hottext profile` end to end: real gcc-built programs, real perf, the
+//! real `hottext` binary, each test in its own temporary directory.
+//!
+//! These tests need gcc and perf, and permission to use perf (root, or
+//! kernel.perf_event_paranoid <= 2); they fail with a message naming what is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+/// `main` calls `hot` in a loop, `hot` calls `leaf`.
+const PROGRAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#ifndef VARIANT
+#define VARIANT 0
+#endif
+
+#ifdef FRAMELESS
+/* gcc 12 sets up no frame pointer in a leaf function that uses no stack, even with
+ * -fno-omit-frame-pointer: unwinding by frame pointers then skips hot, which hottext repairs. */
+__attribute__((noinline)) unsigned long leaf(unsigned long x)
+{
+	for (int i = 0; i < 300; i++) {
+		x = x * 6364136223846793005UL + 1442695040888963407UL;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return x;
+}
+#else
+/* The volatile slot gives leaf a stack frame, so the plain tests see what perf sees. */
+__attribute__((noinline)) unsigned long leaf(unsigned long x)
+{
+	volatile unsigned long slot = x;
+	for (int i = 0; i < 300; i++)
+		slot = slot * 6364136223846793005UL + 1442695040888963407UL;
+	return slot;
+}
+#endif
+
+__attribute__((noinline)) unsigned long hot(unsigned long x)
+{
+	for (int i = 0; i < 4; i++) {
+		x = leaf(x + i);
+		for (int j = 0; j < 150; j++) {
+			x ^= x >> 7;
+			__asm__ volatile("" : "+r"(x));
+		}
+	}
+	return x + VARIANT;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	double end = now() + (argc > 1 ? atof(argv[1]) : 0.5);
+	unsigned long x = 1;
+	while (now() < end)
+		for (int k = 0; k < 100; k++)
+			x = hot(x);
+	printf("%lu\n", x);
+	return 0;
+}
+"#;
+
+/// Seconds of work per recorded run: enough for ~2500 samples at 4999 Hz.
+const WORK_SECONDS: &str = "0.5";
+
+fn require(tool: &str, args: &[&str]) {
+    let ok = Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "these tests need `{tool}`, which is not installed or does not run"
+    );
+}
+
+fn require_perf() {
+    require("perf", &["--version"]);
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .expect("cannot read /proc/sys/kernel/perf_event_paranoid: is this Linux?")
+        .trim()
+        .parse()
+        .expect("perf_event_paranoid is not a number");
+    // /proc/self belongs to the process's effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    assert!(
+        root || paranoid <= 2,
+        "kernel.perf_event_paranoid is {paranoid}: perf may not profile as this user; run as root or set it to 2"
+    );
+}
+
+/// Builds `PROGRAM` as `dir/name` with extra gcc flags.
+fn build(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    require("gcc", &["--version"]);
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, PROGRAM).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("gcc")
+        .args(["-O1", "-fno-omit-frame-pointer"])
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc failed for {name}");
+    out
+}
+
+/// Records `prog` with plain perf: stack samples on the software clock.
+fn perf_record(dir: &Path, prog: &Path) -> PathBuf {
+    require_perf();
+    let data = dir.join(format!(
+        "{}.data",
+        prog.file_name().unwrap().to_string_lossy()
+    ));
+    let out = Command::new("perf")
+        .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "4999", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(prog)
+        .arg(WORK_SECONDS)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "perf record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}
+
+fn hottext(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hottext"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `hottext profile` and expects it to fail with exit status 2 and `needle` in the message.
+fn profile_fails(dir: &Path, args: &[&str], needle: &str) -> String {
+    let mut all = vec!["profile"];
+    all.extend_from_slice(args);
+    let out = hottext(dir, &all);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "expected exit 2, got {:?}; stderr: {err}",
+        out.status
+    );
+    assert!(err.starts_with("hottext: "), "{err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+/// Weight of `call caller callee`, self samples of `fn name`.
+fn call_weight(profile: &str, caller: &str, callee: &str) -> u64 {
+    let prefix = format!("call {caller} {callee} ");
+    profile
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no '{prefix}' edge in:\n{profile}"))
+        .parse()
+        .unwrap()
+}
+
+fn self_samples(profile: &str, name: &str) -> u64 {
+    let prefix = format!("fn {name} ");
+    let line = profile
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no fn {name} in:\n{profile}"));
+    let fields: Vec<u64> = line.split(' ').map(|f| f.parse().unwrap()).collect();
+    assert!(fields[0] > 0, "fn {name} has no size");
+    fields[1]
+}
+
+fn profile_has_the_programs_call_graph(pie: bool) {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", if pie { &[] } else { &["-no-pie"] });
+    let data = perf_record(dir.path(), &prog);
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile",
+            data.to_str().unwrap(),
+            "--binary",
+            "prog",
+            "-o",
+            "prog.profile",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
+    assert!(call_weight(&profile, "main", "hot") > 0);
+    assert!(call_weight(&profile, "hot", "leaf") > 0);
+    assert!(self_samples(&profile, "leaf") > 0, "{profile}");
+    assert!(self_samples(&profile, "hot") > 0, "{profile}");
+    assert!(
+        profile.contains("# sample-kind: stack\n") && profile.contains("# binary: prog\n"),
+        "{profile}"
+    );
+    assert!(profile.contains("# event: cpu-clock\n"), "{profile}");
+    assert!(
+        stderr(&out).contains("matched by build-id"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn pie_profile_has_main_hot_leaf_edges() {
+    profile_has_the_programs_call_graph(true);
+}
+
+#[test]
+fn non_pie_profile_has_main_hot_leaf_edges() {
+    profile_has_the_programs_call_graph(false);
+}
+
+#[test]
+fn frameless_leaf_gets_its_real_caller() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &["-DFRAMELESS"]);
+    let data = perf_record(dir.path(), &prog);
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile",
+            data.to_str().unwrap(),
+            "--binary",
+            "prog",
+            "-o",
+            "p.txt",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
+    // perf's own stacks give main -> leaf here: hot's frame is skipped.
+    assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
+    assert!(!profile.contains("call main leaf"), "{profile}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Most samples sit in the frameless leaf; how many a run gets depends on the load.
+    assert!(v["calls_recovered"].as_u64().unwrap() > 100, "{v}");
+}
+
+#[test]
+fn profile_json_counts_what_it_read() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let data = perf_record(dir.path(), &prog);
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile",
+            data.to_str().unwrap(),
+            "--binary",
+            "prog",
+            "-o",
+            "p.txt",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sample_kind"], "stack");
+    assert_eq!(v["functions"], 3, "{v}");
+    // How many samples a 0.5 s run gets depends on the machine's load; what must hold is that
+    // there are plenty, and that nearly all of this single-binary program's are counted in it.
+    let (all, in_binary) = (
+        v["samples"].as_u64().unwrap(),
+        v["samples_in_binary"].as_u64().unwrap(),
+    );
+    assert!(in_binary > 200, "{v}");
+    assert!(all >= in_binary && in_binary * 100 >= all * 95, "{v}");
+    assert_eq!(v["unreadable_records"], 0);
+    assert_eq!(v["matched_by"][0], "build-id");
+}
+
+#[test]
+fn truncated_perf_data_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let data = perf_record(dir.path(), &prog);
+    let bytes = std::fs::read(&data).unwrap();
+    // As `head -c` would cut it: in the middle of the data section, and in the header.
+    std::fs::write(dir.path().join("half.data"), &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(dir.path().join("tiny.data"), &bytes[..60]).unwrap();
+    profile_fails(
+        dir.path(),
+        &["half.data", "--binary", "prog"],
+        "half.data is cut short",
+    );
+    profile_fails(
+        dir.path(),
+        &["tiny.data", "--binary", "prog"],
+        "tiny.data is cut short",
+    );
+}
+
+#[test]
+fn corrupt_record_is_an_error_not_a_panic() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let data = perf_record(dir.path(), &prog);
+    let mut bytes = std::fs::read(&data).unwrap();
+    // The first record's size (u16 at offset 6 of its header) becomes 0.
+    let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    bytes[data_offset + 6..data_offset + 8].copy_from_slice(&[0, 0]);
+    std::fs::write(dir.path().join("bad.data"), &bytes).unwrap();
+    profile_fails(
+        dir.path(),
+        &["bad.data", "--binary", "prog"],
+        "bad.data is damaged after 0 records",
+    );
+}
+
+#[test]
+fn perf_data_of_another_program_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let other = build(dir.path(), "other", &["-DVARIANT=7"]);
+    let data = perf_record(dir.path(), &other);
+    let err = profile_fails(
+        dir.path(),
+        &[data.to_str().unwrap(), "--binary", prog.to_str().unwrap()],
+        "no sample in",
+    );
+    assert!(
+        err.contains("recorded from another program?") && err.contains("other"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stripped_binary_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let data = perf_record(dir.path(), &prog);
+    let stripped = build(dir.path(), "stripped", &["-s"]);
+    profile_fails(
+        dir.path(),
+        &[
+            data.to_str().unwrap(),
+            "--binary",
+            stripped.to_str().unwrap(),
+        ],
+        "no function symbols",
+    );
+}
+
+#[test]
+fn build_id_mismatch_is_an_error_unless_allowed() {
+    let dir = TempDir::new().unwrap();
+    let recorded = dir.path().join("recorded");
+    std::fs::create_dir(&recorded).unwrap();
+    let prog = build(&recorded, "prog", &[]);
+    let data = perf_record(dir.path(), &prog);
+    // A rebuild of the same program with another constant: same name, another build-id.
+    let rebuilt = build(dir.path(), "prog", &["-DVARIANT=1"]);
+    let args = [
+        data.to_str().unwrap(),
+        "--binary",
+        rebuilt.to_str().unwrap(),
+    ];
+    let err = profile_fails(dir.path(), &args, "build-id mismatch");
+    assert!(err.contains("--allow-build-id-mismatch"), "{err}");
+
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile",
+            args[0],
+            args[1],
+            args[2],
+            "-o",
+            "p.txt",
+            "--allow-build-id-mismatch",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("used anyway"), "{}", stderr(&out));
+}
+
+#[test]
+fn missing_perf_data_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    profile_fails(
+        dir.path(),
+        &["nowhere.data", "--binary", prog.to_str().unwrap()],
+        "cannot read nowhere.data",
+    );
+}
+
+#[test]
+fn a_file_that_is_not_perf_data_is_an_error() {
+    let dir = TempDir::new().unwrap();
+    build(dir.path(), "prog", &[]);
+    profile_fails(
+        dir.path(),
+        &["prog", "--binary", "prog"],
+        "not a perf.data file",
+    );
+}
+
+#[test]
+fn record_runs_a_command_and_says_how() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    build(dir.path(), "prog", &[]);
+    let out = hottext(
+        dir.path(),
+        &["record", "-o", "rec.data", "--", "./prog", "0.3"],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("recording call stacks") || err.contains("recording branch records"),
+        "{err}"
+    );
+    assert!(err.contains("$ perf record -o rec.data"), "{err}");
+    assert!(err.contains("perf's own cost"), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "the program's own output"
+    );
+
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile",
+            "rec.data",
+            "--binary",
+            "prog",
+            "-o",
+            "prog.profile",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
+    assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
+}
+
+#[test]
+fn record_pins_a_running_process_and_gives_its_affinity_back() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let mut child = Command::new(&prog)
+        .arg("3")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let allowed = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap()
+            .to_string()
+    };
+    let before = allowed();
+    let out = hottext(
+        dir.path(),
+        &[
+            "record",
+            "--pid",
+            &pid,
+            "--duration",
+            "0.5",
+            "--cpu",
+            "0",
+            "-o",
+            "pid.data",
+            "--json",
+        ],
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(allowed(), before, "affinity not restored");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scope"], "cpus 0", "{v}");
+    assert!(
+        v["perf_command"].as_str().unwrap().contains("-a -C 0"),
+        "{v}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = hottext(
+        dir.path(),
+        &[
+            "profile", "pid.data", "--binary", "prog", "--pid", &pid, "-o", "p.txt",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}

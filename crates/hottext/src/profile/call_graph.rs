@@ -1,0 +1,362 @@
+//! From records to the call graph, in two steps.
+//!
+//! 1. One pass over perf.data, in time order, so that every sample is mapped through the mmap
+//!    records in force when it was taken: each sample becomes a pair of stated addresses in the
+//!    binary (innermost frame and return address, or a branch's source and target), counted.
+//! 2. `resolve.rs` turns each distinct pair into functions once. A program repeats the same few
+//!    pairs millions of times, and the look-ups (symbols, code bytes) are random accesses into
+//!    large tables; doing them once per pair, in address order, is what makes this fast.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use linux_perf_data::linux_perf_event_reader::constants::{
+    PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
+};
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, Mmap2FileId, RawEventRecord, RecordType,
+};
+use linux_perf_data::PerfFileRecord;
+use rustc_hash::FxHashMap;
+
+use super::frames::Frames;
+use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
+use super::perf_file::{event_name, PerfData};
+use super::resolve::{graph, resolve, Tally, NO_CALLER, UNRESOLVED};
+use super::sample::{Sample, SampleLayout};
+use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
+use crate::binary::{hex, Binary, RuntimeAddr};
+use crate::graph::Graph;
+
+/// Records between two progress reports: often enough for a smooth bar, rare enough to cost
+/// nothing.
+const PROGRESS_EVERY: u64 = 1 << 16;
+/// Offset of the build-id length byte in a MMAP2 body (after pid, tid, addr, len, pgoff).
+const MMAP2_BUILD_ID_LEN_AT: usize = 32;
+/// The longest build-id a MMAP2 record can carry (linux-perf-event-reader asserts on more).
+const MMAP2_BUILD_ID_MAX: u8 = 20;
+/// PROT_EXEC in a MMAP2 record's protection.
+const PROT_EXEC: u32 = 4;
+
+pub(super) fn build(
+    path: &Path,
+    binary: &Binary,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(Graph, Stats), ProfileError> {
+    let mut perf = PerfData::open(path)?;
+    let (event_index, layout, kind, event) = choose_event(path, &perf)?;
+    let mut reader = Reader {
+        binary,
+        identity: Identity::new(binary, opts.allow_build_id_mismatch),
+        recorded_build_ids: perf.build_ids()?,
+        pid_filter: opts.pid,
+        event_index,
+        layout,
+        kind,
+        mappings: BinaryMappings::default(),
+        tally: Tally::default(),
+        stats: Stats {
+            event,
+            sample_kind: kind,
+            ..Stats::default()
+        },
+        matched_by: BTreeSet::new(),
+        other_builds: BTreeSet::new(),
+        mapped_files: BTreeSet::new(),
+        first_time: u64::MAX,
+        last_time: 0,
+    };
+    std::thread::scope(|scope| {
+        // The code bytes are needed only after the pass over perf.data: read them meanwhile.
+        let frames = scope.spawn(|| Frames::new(binary));
+        let mut records = 0u64;
+        loop {
+            if records % PROGRESS_EVERY == 0 {
+                progress(perf.bytes_read(), perf.size);
+            }
+            let Some(record) = perf.next()? else { break };
+            records += 1;
+            if let PerfFileRecord::EventRecord { attr_index, record } = record {
+                reader.record(attr_index, &record);
+            }
+        }
+        progress(perf.size, perf.size);
+        reader.stats.records = records;
+        let frames = frames
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map_err(|source| ProfileError::Io {
+                path: binary.path.clone(),
+                source,
+            })?;
+        reader.finish(frames)
+    })
+}
+
+/// The event to build the graph from: the first one with call stacks or branch records.
+fn choose_event(
+    path: &Path,
+    perf: &PerfData,
+) -> Result<(usize, SampleLayout, SampleKind, String), ProfileError> {
+    let attrs = perf.attributes();
+    for (i, desc) in attrs.iter().enumerate() {
+        let event = event_name(desc);
+        let unsupported = |problem| ProfileError::UnsupportedSamples {
+            path: path.into(),
+            event: event.clone(),
+            problem,
+        };
+        let Some(layout) = SampleLayout::new(&desc.attr, perf.endian()) else {
+            return Err(unsupported("carry counter values (perf record -s)"));
+        };
+        let kind = if layout.has_branch_stack() {
+            SampleKind::Branch
+        } else if layout.has_callchain() {
+            SampleKind::Stack
+        } else {
+            continue;
+        };
+        if !layout.has_pid() {
+            return Err(unsupported("have no process id (PERF_SAMPLE_TID)"));
+        }
+        return Ok((i, layout, kind, event));
+    }
+    let events = attrs.iter().map(event_name).collect::<Vec<_>>().join(", ");
+    Err(ProfileError::NoCallInfo {
+        path: path.into(),
+        events,
+    })
+}
+
+struct Reader<'b> {
+    binary: &'b Binary,
+    identity: Identity,
+    /// perf's build-id table: path → build-id.
+    recorded_build_ids: FxHashMap<Vec<u8>, Vec<u8>>,
+    pid_filter: Option<i32>,
+    event_index: usize,
+    layout: SampleLayout,
+    kind: SampleKind,
+    mappings: BinaryMappings,
+    tally: Tally,
+    stats: Stats,
+    matched_by: BTreeSet<MatchedBy>,
+    other_builds: BTreeSet<OtherBuild>,
+    /// Executable files seen in mmap records, to name them when the binary is not among them.
+    mapped_files: BTreeSet<String>,
+    first_time: u64,
+    last_time: u64,
+}
+
+impl Reader<'_> {
+    fn record(&mut self, attr_index: usize, record: &RawEventRecord) {
+        match record.record_type {
+            RecordType::SAMPLE if attr_index != self.event_index => {
+                self.stats.samples_other_events += 1
+            }
+            RecordType::SAMPLE => self.sample(record),
+            RecordType::MMAP | RecordType::MMAP2 => self.mmap(record),
+            RecordType::FORK | RecordType::COMM | RecordType::LOST => match record.parse() {
+                Ok(EventRecord::Fork(f)) if f.pid != f.ppid => self.mappings.fork(f.ppid, f.pid),
+                Ok(EventRecord::Comm(c)) if c.is_execve => self.mappings.exec(c.pid),
+                Ok(EventRecord::Lost(l)) => self.stats.lost_samples += l.count,
+                Ok(_) => {}
+                Err(_) => self.stats.unreadable_records += 1,
+            },
+            RecordType::LOST_SAMPLES => match self.layout.first_u64(&record.data.as_slice()) {
+                Some(lost) => self.stats.lost_samples += lost,
+                None => self.stats.unreadable_records += 1,
+            },
+            RecordType::THROTTLE => self.stats.throttle_events += 1,
+            _ => {}
+        }
+    }
+
+    fn sample(&mut self, record: &RawEventRecord) {
+        let body = record.data.as_slice();
+        let Ok(sample) = self.layout.decode(record.misc, &body) else {
+            self.stats.unreadable_records += 1;
+            return;
+        };
+        self.stats.samples += 1;
+        if let Some(t) = sample.time {
+            self.first_time = self.first_time.min(t);
+            self.last_time = self.last_time.max(t);
+        }
+        let pid = sample.pid.unwrap_or(-1);
+        if self.pid_filter.is_some_and(|p| p != pid) {
+            self.stats.samples_other_pid += 1;
+            return;
+        }
+        let [innermost, return_address] = sample.top_user_frames();
+        let Some(innermost) = innermost else {
+            self.stats.samples_kernel_only += 1;
+            return;
+        };
+        let Some(ip) = self.locate(pid, innermost) else {
+            return; // not in the binary
+        };
+        self.stats.samples_in_binary += 1;
+        match self.kind {
+            SampleKind::Stack => {
+                // The caller is executing the call instruction, just before the return address.
+                let ret = match return_address.and_then(|r| self.locate(pid, r.wrapping_sub(1))) {
+                    None => NO_CALLER,
+                    Some(UNRESOLVED) => UNRESOLVED,
+                    Some(site) => site + 1,
+                };
+                self.tally.stack_tops.add((ip, ret));
+            }
+            SampleKind::Branch => {
+                self.tally.stack_tops.add((ip, NO_CALLER));
+                self.branch_calls(pid, &sample);
+            }
+        }
+    }
+
+    fn branch_calls(&mut self, pid: i32, sample: &Sample) {
+        let Some(branches) = sample.branches else {
+            return;
+        };
+        for (from, to) in branches.iter() {
+            // A call with an end outside the binary is not an edge of the binary.
+            if let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) {
+                self.tally.branch_calls.add((from, to));
+            }
+        }
+    }
+
+    /// The stated address in the binary of `addr` in process `pid` ([`UNRESOLVED`] when it is
+    /// in the binary's mappings but outside its code); `None` when the binary is not mapped there.
+    fn locate(&self, pid: i32, addr: u64) -> Option<u64> {
+        let offset = self.mappings.file_offset(pid, RuntimeAddr(addr))?;
+        Some(
+            self.binary
+                .stated_for_offset(offset)
+                .map_or(UNRESOLVED, |a| a.0),
+        )
+    }
+
+    fn mmap(&mut self, record: &RawEventRecord) {
+        if record.misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL {
+            return; // the kernel and its modules
+        }
+        if record.record_type == RecordType::MMAP2
+            && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0
+        {
+            let len = record.data.as_slice().get(MMAP2_BUILD_ID_LEN_AT).copied();
+            if len.is_none_or(|n| n > MMAP2_BUILD_ID_MAX) {
+                self.stats.unreadable_records += 1;
+                return;
+            }
+        }
+        let (pid, start, len, pgoff, executable, path, mmap_build_id) = match record.parse() {
+            Ok(EventRecord::Mmap(m)) => (
+                m.pid,
+                m.address,
+                m.length,
+                m.page_offset,
+                m.is_executable,
+                m.path,
+                None,
+            ),
+            Ok(EventRecord::Mmap2(m)) => {
+                let id = match m.file_id {
+                    Mmap2FileId::BuildId(id) => Some(id),
+                    Mmap2FileId::InodeAndVersion(_) => None,
+                };
+                (
+                    m.pid,
+                    m.address,
+                    m.length,
+                    m.page_offset,
+                    m.protection & PROT_EXEC != 0,
+                    m.path,
+                    id,
+                )
+            }
+            _ => {
+                self.stats.unreadable_records += 1;
+                return;
+            }
+        };
+        if !executable {
+            return;
+        }
+        let path = path.as_slice();
+        let recorded =
+            mmap_build_id.or_else(|| self.recorded_build_ids.get(path.as_ref()).cloned());
+        let verdict = self.identity.judge(&path, recorded.as_deref());
+        let is_binary = matches!(verdict, Verdict::Binary(_));
+        match verdict {
+            Verdict::Binary(by) => {
+                self.matched_by.insert(by);
+                if by == MatchedBy::MismatchAllowed {
+                    self.note_other_build(&path, recorded.as_deref().unwrap_or_default());
+                }
+            }
+            Verdict::OtherBuild { build_id } => self.note_other_build(&path, &build_id),
+            Verdict::Other => {
+                if !path.starts_with(b"[") && !path.starts_with(b"//anon") {
+                    self.mapped_files.insert(display_path(&path));
+                }
+            }
+        }
+        self.mappings.map(pid, start, len, pgoff, is_binary);
+    }
+
+    fn note_other_build(&mut self, path: &[u8], build_id: &[u8]) {
+        self.other_builds.insert(OtherBuild {
+            path: display_path(path),
+            build_id: hex(build_id),
+        });
+    }
+
+    fn finish(mut self, frames: Frames) -> Result<(Graph, Stats), ProfileError> {
+        self.stats.matched_by = self.matched_by.iter().copied().collect();
+        self.stats.other_builds = self.other_builds.iter().cloned().collect();
+        if self.last_time >= self.first_time {
+            self.stats.seconds = (self.last_time - self.first_time) as f64 / 1e9;
+        }
+        let binary_path = self.binary.path.clone();
+        if self.matched_by.is_empty() {
+            if !self.other_builds.is_empty() {
+                return Err(ProfileError::BuildIdMismatch {
+                    binary: binary_path,
+                    binary_build_id: self.binary.build_id_hex().unwrap_or_default(),
+                    recorded: self.stats.other_builds,
+                });
+            }
+            return Err(ProfileError::NotRecorded {
+                binary: binary_path,
+                mapped_files: self.files_with_samples(),
+            });
+        }
+        let counts = resolve(self.binary, frames, self.tally, &mut self.stats);
+        if counts.self_samples.iter().all(|&n| n == 0) {
+            return Err(ProfileError::NoSamples {
+                binary: binary_path,
+                samples: self.stats.samples,
+                unresolved: self.stats.samples_unresolved,
+            });
+        }
+        let graph = graph(self.binary, &counts, self.kind, &self.stats);
+        Ok((graph, self.stats))
+    }
+
+    /// The files perf saw samples in (its build-id table), else every executable mapping.
+    fn files_with_samples(&self) -> Vec<String> {
+        let mut hit: Vec<String> = self
+            .recorded_build_ids
+            .keys()
+            .filter(|p| !p.starts_with(b"["))
+            .map(|p| display_path(p))
+            .collect();
+        if hit.is_empty() {
+            hit = self.mapped_files.iter().cloned().collect();
+        }
+        hit.sort();
+        hit
+    }
+}

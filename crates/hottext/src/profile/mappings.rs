@@ -1,0 +1,256 @@
+//! Where the binary is mapped in each recorded process, and which mmap records are the binary.
+//!
+//! perf records a mmap record for every executable mapping (synthesized from /proc for processes
+//! that already ran). A PIE is mapped at a bias chosen at run time, so a sample address is
+//! turned into a file offset through its mapping (`pgoff + addr - start`), and the file offset
+//! into a stated address through the ELF segments: this works for PIE and non-PIE alike.
+
+use rustc_hash::FxHashMap;
+
+use crate::binary::{Binary, FileOffset, RuntimeAddr};
+
+/// One mapping of the binary's file into a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+}
+
+/// The binary's mappings, per process id.
+#[derive(Debug, Default)]
+pub(crate) struct BinaryMappings {
+    by_pid: FxHashMap<i32, Vec<Mapping>>,
+}
+
+impl BinaryMappings {
+    /// A new executable mapping of any file replaces the binary's mappings it overlaps, as the
+    /// kernel does; `is_binary` says whether the new one is the binary itself.
+    pub fn map(&mut self, pid: i32, start: u64, len: u64, pgoff: u64, is_binary: bool) {
+        let end = start.saturating_add(len);
+        if let Some(maps) = self.by_pid.get_mut(&pid) {
+            maps.retain(|m| m.end <= start || m.start >= end);
+        }
+        if is_binary {
+            self.by_pid
+                .entry(pid)
+                .or_default()
+                .push(Mapping { start, end, pgoff });
+        }
+    }
+
+    /// A forked process starts with its parent's mappings (perf records no mmap for them).
+    pub fn fork(&mut self, parent: i32, child: i32) {
+        if let Some(maps) = self.by_pid.get(&parent).cloned() {
+            self.by_pid.insert(child, maps);
+        }
+    }
+
+    /// After exec the old image is gone; the new one comes with its own mmap records.
+    pub fn exec(&mut self, pid: i32) {
+        self.by_pid.remove(&pid);
+    }
+
+    /// The offset in the binary's file of `addr` in process `pid`, if the binary is mapped there.
+    pub fn file_offset(&self, pid: i32, addr: RuntimeAddr) -> Option<FileOffset> {
+        let m = self
+            .by_pid
+            .get(&pid)?
+            .iter()
+            .find(|m| addr.0 >= m.start && addr.0 < m.end)?;
+        Some(FileOffset(m.pgoff + (addr.0 - m.start)))
+    }
+}
+
+/// How a mapping was recognised as the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum MatchedBy {
+    /// Same build-id (from the mmap record or perf's build-id table).
+    BuildId,
+    /// Same path: perf.data holds no build-id for the file, or the binary has none.
+    Path,
+    /// Same file name but another build-id, accepted because the caller allowed it.
+    MismatchAllowed,
+}
+
+/// What one mmap record is, from the binary's point of view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Binary(MatchedBy),
+    /// The binary's name with another build-id: another build of it.
+    OtherBuild {
+        build_id: Vec<u8>,
+    },
+    Other,
+}
+
+/// The facts about the binary that identify it in mmap records.
+pub(crate) struct Identity {
+    build_id: Option<Vec<u8>>,
+    /// The binary's absolute path, as the kernel would write it in a mmap record.
+    path: Vec<u8>,
+    file_name: Vec<u8>,
+    allow_mismatch: bool,
+}
+
+impl Identity {
+    pub fn new(binary: &Binary, allow_mismatch: bool) -> Identity {
+        let path = std::fs::canonicalize(&binary.path).unwrap_or_else(|_| binary.path.clone());
+        Identity {
+            build_id: binary.build_id.clone(),
+            path: path.as_os_str().as_encoded_bytes().to_vec(),
+            file_name: binary
+                .path
+                .file_name()
+                .map(|n| n.as_encoded_bytes().to_vec())
+                .unwrap_or_default(),
+            allow_mismatch,
+        }
+    }
+
+    /// Judges a mapping of `path`, whose build-id perf recorded as `recorded` (if it did).
+    pub fn judge(&self, path: &[u8], recorded: Option<&[u8]>) -> Verdict {
+        let same_path = path == self.path.as_slice();
+        match (recorded, &self.build_id) {
+            (Some(theirs), Some(ours)) if theirs == ours.as_slice() => {
+                Verdict::Binary(MatchedBy::BuildId)
+            }
+            (Some(theirs), Some(_)) => {
+                if !same_path && file_name(path) != self.file_name.as_slice() {
+                    Verdict::Other
+                } else if self.allow_mismatch {
+                    Verdict::Binary(MatchedBy::MismatchAllowed)
+                } else {
+                    Verdict::OtherBuild {
+                        build_id: theirs.to_vec(),
+                    }
+                }
+            }
+            _ if same_path => Verdict::Binary(MatchedBy::Path),
+            _ => Verdict::Other,
+        }
+    }
+}
+
+fn file_name(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// A path from a record, for messages.
+pub(crate) fn display_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(build_id: Option<&[u8]>, allow_mismatch: bool) -> Identity {
+        Identity {
+            build_id: build_id.map(<[u8]>::to_vec),
+            path: b"/srv/bin/server".to_vec(),
+            file_name: b"server".to_vec(),
+            allow_mismatch,
+        }
+    }
+
+    #[test]
+    fn offset_in_a_pie_mapping_removes_the_load_bias() {
+        let mut m = BinaryMappings::default();
+        // A PIE's text: file offset 0x1000 mapped at 0x5555_5555_5000.
+        m.map(7, 0x5555_5555_5000, 0x2000, 0x1000, true);
+        assert_eq!(
+            m.file_offset(7, RuntimeAddr(0x5555_5555_5123)),
+            Some(FileOffset(0x1123))
+        );
+        assert_eq!(
+            m.file_offset(7, RuntimeAddr(0x5555_5555_7000)),
+            None,
+            "end is exclusive"
+        );
+        assert_eq!(
+            m.file_offset(8, RuntimeAddr(0x5555_5555_5123)),
+            None,
+            "other process"
+        );
+    }
+
+    #[test]
+    fn a_new_mapping_replaces_the_binary_where_it_overlaps() {
+        let mut m = BinaryMappings::default();
+        m.map(7, 0x1000, 0x1000, 0, true);
+        m.map(7, 0x1800, 0x100, 0, false);
+        assert_eq!(m.file_offset(7, RuntimeAddr(0x1000)), None);
+        assert!(m.by_pid[&7].is_empty());
+    }
+
+    #[test]
+    fn fork_inherits_and_exec_forgets() {
+        let mut m = BinaryMappings::default();
+        m.map(7, 0x1000, 0x1000, 0, true);
+        m.fork(7, 9);
+        assert_eq!(m.file_offset(9, RuntimeAddr(0x1004)), Some(FileOffset(4)));
+        m.exec(9);
+        assert_eq!(m.file_offset(9, RuntimeAddr(0x1004)), None);
+        assert_eq!(m.file_offset(7, RuntimeAddr(0x1004)), Some(FileOffset(4)));
+    }
+
+    #[test]
+    fn build_id_decides_whatever_the_path() {
+        let id = identity(Some(b"\x01\x02"), false);
+        assert_eq!(
+            id.judge(b"/tmp/copy-of-server", Some(b"\x01\x02")),
+            Verdict::Binary(MatchedBy::BuildId)
+        );
+        assert_eq!(
+            id.judge(b"/srv/bin/server", Some(b"\x09")),
+            Verdict::OtherBuild {
+                build_id: b"\x09".to_vec()
+            }
+        );
+        assert_eq!(
+            id.judge(b"/old/server", Some(b"\x09")),
+            Verdict::OtherBuild {
+                build_id: b"\x09".to_vec()
+            },
+            "same file name is another build"
+        );
+        assert_eq!(
+            id.judge(b"/usr/lib/libc.so.6", Some(b"\x09")),
+            Verdict::Other
+        );
+    }
+
+    #[test]
+    fn mismatch_is_used_only_when_allowed() {
+        let id = identity(Some(b"\x01"), true);
+        assert_eq!(
+            id.judge(b"/srv/bin/server", Some(b"\x09")),
+            Verdict::Binary(MatchedBy::MismatchAllowed)
+        );
+        assert_eq!(
+            id.judge(b"/usr/lib/libc.so.6", Some(b"\x09")),
+            Verdict::Other
+        );
+    }
+
+    #[test]
+    fn path_is_the_fallback_without_build_ids() {
+        let id = identity(Some(b"\x01"), false);
+        assert_eq!(
+            id.judge(b"/srv/bin/server", None),
+            Verdict::Binary(MatchedBy::Path)
+        );
+        assert_eq!(id.judge(b"/elsewhere/server", None), Verdict::Other);
+        let no_id = identity(None, false);
+        assert_eq!(
+            no_id.judge(b"/srv/bin/server", Some(b"\x09")),
+            Verdict::Binary(MatchedBy::Path)
+        );
+    }
+}
