@@ -1,0 +1,316 @@
+//! `hottext ab`: is B (say, the hot-text build) better than A, and is the difference real.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
+use hottext::measure::cancel;
+use hottext::measure::events::{Counter, EventPlan};
+use hottext::measure::server::allowed_cpus;
+use hottext::measure::stats::{Better, MIN_ROUNDS};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::stat::{number, with_unit};
+use crate::output;
+
+/// Compare A and B: interleaved runs, counters, B/A with a 95 % interval, a verdict
+///
+/// A and B run interleaved (warm-up first, then A B, B A, A B, ...), each run counted with perf
+/// (the same events as `hottext stat`). For every metric the report gives the medians, the
+/// median of the per-round B/A ratios with a 95 % confidence interval, and a verdict: B better,
+/// B worse, or no significant difference. Lower is better for time, cycles, instructions and
+/// misses; higher for IPC and for a --metric marked --higher-is-better.
+///
+/// The interval is distribution-free (order statistics of the ratios, the sign-test method);
+/// it needs at least 6 rounds, and 10 or more give a tighter one. Noise is reported: intervals
+/// wider than ±5 %, multiplexed counters, CPU frequency that moved. On a pure layout change
+/// instructions should not move at all; judge by cycles (they vary 1–9 % between runs, wall
+/// time about twice that).
+///
+/// Commands (-a/-b) run with `sh -c` under `perf stat`, counting each command's process tree.
+/// The service form starts the side's server with `sh -c`, pinned to --cpu, in its own process
+/// group; runs --ready until it exits 0; counts everything on that CPU (`perf stat -a -C N`)
+/// while --load runs on the other CPUs (counting the server's process instead slowed it about
+/// 4× on VMs); then stops it: SIGTERM to its whole process tree, SIGKILL after --stop-timeout.
+/// A server is never left behind, on errors and Ctrl-C included. The server's CPU time during
+/// the load is read from /proc.
+///
+/// Exit status: 0 when the comparison ran (whatever the verdict), 1 when --expect-same found
+/// different outputs, 2 when a run failed or the arguments are wrong.
+///
+/// Examples:
+///   hottext ab --runs 10 --warmup 1 -a './base --requests 100000' -b './hot --requests 100000'
+///   hottext ab -a ./base-bfd -b ./hot-bfd --expect-same 'checksum: ([0-9a-f]+)' --json
+///   hottext ab --server-a './base --port 8080' --server-b './hot --port 8080' \
+///       --ready 'curl -sf http://127.0.0.1:8080/' --load 'wrk -d10 http://127.0.0.1:8080/' \
+///       --metric 'Requests/sec: *([0-9.]+)' --metric-name rps --higher-is-better
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Command A (run with sh -c).
+    #[arg(
+        short = 'a',
+        long = "command-a",
+        value_name = "CMD",
+        required_unless_present = "server_a",
+        conflicts_with = "server_a",
+        requires = "b"
+    )]
+    a: Option<String>,
+    /// Command B (run with sh -c).
+    #[arg(short = 'b', long = "command-b", value_name = "CMD", requires = "a")]
+    b: Option<String>,
+    /// Server A (run with sh -c); needs --server-b, --ready and --load.
+    #[arg(long, value_name = "CMD", requires_all = ["server_b", "ready", "load"])]
+    server_a: Option<String>,
+    /// Server B (run with sh -c), started the same way.
+    #[arg(long, value_name = "CMD", requires = "server_a")]
+    server_b: Option<String>,
+    /// Exits 0 once the server answers (polled every 100 ms).
+    #[arg(long, value_name = "CMD", requires = "server_a")]
+    ready: Option<String>,
+    /// Seconds to wait for --ready.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    ready_timeout: f64,
+    /// The load against the server; the counts cover its run.
+    #[arg(long, value_name = "CMD", requires = "server_a")]
+    load: Option<String>,
+    /// The CPU the server is pinned to and counted on (default: the last one we may use).
+    #[arg(long, value_name = "N", requires = "server_a")]
+    cpu: Option<u32>,
+    /// Seconds between SIGTERM and SIGKILL when stopping a server.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    stop_timeout: f64,
+    /// Measured rounds (one run of A and one of B each); at least 6.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    runs: usize,
+    /// Rounds run first and not counted.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    warmup: usize,
+    /// A number each run prints (stdout, else stderr; of the load in the service form):
+    /// capture group 1 of this regular expression, e.g. 'tps=([0-9.]+)'.
+    #[arg(long, value_name = "REGEX")]
+    metric: Option<String>,
+    /// The --metric's name in the report.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "metric",
+        requires = "metric"
+    )]
+    metric_name: String,
+    /// A higher --metric is better (throughput); without it lower is (latency).
+    #[arg(long, requires = "metric")]
+    higher_is_better: bool,
+    /// Every run must print the same text for group 1 of this regular expression (e.g. a
+    /// checksum); exit status 1 otherwise.
+    #[arg(long, value_name = "REGEX")]
+    expect_same: Option<String>,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.runs < MIN_ROUNDS {
+        bail!(
+            "--runs {}: a 95 % interval for a median needs at least {MIN_ROUNDS} rounds (10 or more give a usable one)",
+            args.runs
+        );
+    }
+    let config = config(&args)?;
+    // From here on Ctrl-C stops the current run and any server, then ends with an error.
+    let interrupted = cancel::on_interrupt();
+    let plan = EventPlan::probe().context("cannot probe perf's events")?;
+    if !plan.has_hardware_pmu() {
+        output::warn("no hardware PMU: instructions/cycles/iTLB not available; comparing time (and the --metric) only");
+    }
+    let bar = progress_bar(2 * (args.runs + args.warmup) as u64);
+    let mut progress = |r: &RunRecord, done: usize, _total: usize| {
+        bar.set_position(done as u64);
+        let wall = r
+            .counts
+            .get(Counter::WallTime)
+            .map_or(String::new(), |w| format!(" {w:.3} s"));
+        let metric = r.metric.map_or(String::new(), |m| format!(" metric {m}"));
+        let round = if r.warmup {
+            format!("warm-up {}", r.round + 1)
+        } else {
+            format!("round {}/{}", r.round + 1, args.runs)
+        };
+        bar.set_message(format!("{round} {:?}{wall}{metric}", r.side));
+    };
+    let result = ab::run(&config, &plan, interrupted, &mut progress);
+    bar.finish_and_clear();
+    let report = result.context("A/B run stopped")?;
+
+    if args.json {
+        output::json(&report)?;
+    } else {
+        print_report(&report)?;
+    }
+    for w in &report.warnings {
+        output::warn(w);
+    }
+    if report.outputs_differ() {
+        let seen: Vec<String> = report
+            .same_outputs
+            .iter()
+            .map(|(text, n)| format!("'{text}' in {n} runs"))
+            .collect();
+        eprintln!(
+            "hottext: ab failed: --expect-same found different outputs: {}",
+            seen.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config(args: &Args) -> anyhow::Result<Config> {
+    let regex = |option: &str, pattern: &str| {
+        Regex::new(pattern)
+            .with_context(|| format!("{option} '{pattern}' is not a regular expression"))
+    };
+    let metric = args
+        .metric
+        .as_deref()
+        .map(|p| -> anyhow::Result<ServiceMetric> {
+            Ok(ServiceMetric {
+                pattern: regex("--metric", p)?,
+                name: args.metric_name.clone(),
+                better: if args.higher_is_better {
+                    Better::Higher
+                } else {
+                    Better::Lower
+                },
+            })
+        })
+        .transpose()?;
+    let expect_same = args
+        .expect_same
+        .as_deref()
+        .map(|p| regex("--expect-same", p))
+        .transpose()?;
+    let seconds = |option: &str, s: f64| {
+        Duration::try_from_secs_f64(s)
+            .map_err(|_| anyhow::anyhow!("{option} {s}: not a number of seconds"))
+    };
+    let (a, b, service) = match (&args.a, &args.b, &args.server_a, &args.server_b) {
+        (Some(a), Some(b), None, None) => (a.clone(), b.clone(), None),
+        (None, None, Some(a), Some(b)) => {
+            let (Some(ready), Some(load)) = (&args.ready, &args.load) else {
+                bail!("the service form needs --ready CMD and --load CMD");
+            };
+            let cpu = match args.cpu {
+                Some(cpu) => cpu,
+                None => *allowed_cpus()
+                    .context("cannot read this process's CPU affinity")?
+                    .last()
+                    .context("this process may run on no CPU")?,
+            };
+            let service = Service {
+                ready: ready.clone(),
+                ready_timeout: seconds("--ready-timeout", args.ready_timeout)?,
+                load: load.clone(),
+                cpu,
+                stop_timeout: seconds("--stop-timeout", args.stop_timeout)?,
+            };
+            (a.clone(), b.clone(), Some(service))
+        }
+        _ => {
+            bail!("give -a CMD and -b CMD, or --server-a CMD --server-b CMD --ready CMD --load CMD")
+        }
+    };
+    Ok(Config {
+        a,
+        b,
+        runs: args.runs,
+        warmup: args.warmup,
+        service,
+        metric,
+        expect_same,
+    })
+}
+
+fn progress_bar(runs: u64) -> ProgressBar {
+    let bar = ProgressBar::new(runs);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos}/{len} runs {bar:20} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn print_report(r: &Report) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "A  {}", r.a)?;
+    writeln!(out, "B  {}", r.b)?;
+    let place = match r.cpu {
+        Some(cpu) => format!("; server pinned to CPU {cpu}, counted with perf stat -a -C {cpu}"),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "{} rounds (A B, B A, ...) after {} warm-up{place}",
+        r.runs, r.warmup
+    )?;
+    writeln!(
+        out,
+        "B/A: median of per-round ratios; 95 % interval: ratios ranked {} and {} of {} ({:.1} % coverage)\n",
+        r.interval_ranks.0,
+        r.interval_ranks.1,
+        r.runs,
+        100.0 * r.interval_coverage
+    )?;
+    writeln!(
+        out,
+        "{:<28} {:>14} {:>14} {:>8}  {:<18} verdict",
+        "metric", "median A", "median B", "B/A", "95 % interval"
+    )?;
+    for row in &r.rows {
+        let c = &row.comparison;
+        let (ratio, interval) = match c.ratio {
+            Some(x) => (
+                format!("{:.3}", x.median),
+                format!("[{:.3}, {:.3}]", x.low, x.high),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        writeln!(
+            out,
+            "{:<28} {:>14} {:>14} {:>8}  {:<18} {}",
+            with_unit(&row.label, &row.unit),
+            number(c.median_a),
+            number(c.median_b),
+            ratio,
+            interval,
+            c.verdict.describe()
+        )?;
+    }
+    if let Some(row) = r.headline.as_deref().and_then(|k| r.row(k)) {
+        let interval = row.comparison.ratio.map_or(String::new(), |x| {
+            format!(
+                " (B/A {:.3}, 95 % interval [{:.3}, {:.3}])",
+                x.median, x.low, x.high
+            )
+        });
+        writeln!(
+            out,
+            "\nverdict by {}: {}{interval}",
+            with_unit(&row.label, &row.unit),
+            row.comparison.verdict.describe()
+        )?;
+    }
+    if !r.same_outputs.is_empty() && !r.outputs_differ() {
+        if let Some(text) = r.same_outputs.keys().next() {
+            writeln!(out, "every run printed the same --expect-same text: {text}")?;
+        }
+    }
+    for note in &r.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    Ok(())
+}

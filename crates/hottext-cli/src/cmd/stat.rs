@@ -1,0 +1,268 @@
+//! `hottext stat`: the counters that tell whether hot text helps, for one command.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::{ExitCode, Stdio};
+use std::sync::atomic::Ordering;
+
+use anyhow::{bail, Context};
+use std::os::fd::AsFd;
+
+use hottext::measure::counts::{Counts, METRICS};
+use hottext::measure::events::{Counter, EventPlan, Vendor};
+use hottext::measure::{cancel, perf_stat, stat};
+use serde::Serialize;
+
+use crate::output;
+
+/// Count a command's instructions, cycles, iTLB walks and L1i misses, and its time
+///
+/// `perf stat` counts instructions, cycles, instruction-TLB walks, iTLB hits by page size and
+/// L1 instruction-cache misses, plus wall time, CPU time, context switches and page faults, for
+/// the command and every process it starts.
+///
+/// The events are the CPU vendor's own, not perf's generic aliases (which mean other things on
+/// AMD and Intel): each is probed with `perf stat -e EV true` first, and the report names the
+/// ones this machine lacks. Without a hardware PMU (most VMs) only the software figures are
+/// counted, and the report says so. Counters that had to share (multiplexing) are flagged.
+///
+/// The command keeps its terminal; perf writes its counts to a file, so the command's stderr
+/// is untouched. The report goes to stderr; with --json it goes to stdout, and the command's
+/// stdout is sent to stderr so that stdout holds only the JSON.
+///
+/// Exit status: 0, or 1 when the command failed (its counts are still shown), 2 when perf
+/// cannot run or the command cannot start.
+///
+/// Examples:
+///   hottext stat -- ./server --requests 100000
+///   hottext stat --json -- sh -c 'make -j2' > counts.json
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments (put them after --).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    command: Vec<String>,
+    exit_code: Option<i32>,
+    vendor: Vendor,
+    hardware_pmu: bool,
+    /// Every figure, with the perf event that counted it.
+    figures: Vec<Figure<'a>>,
+    /// Derived figures (IPC, misses per instruction) where their inputs were counted.
+    derived: Vec<Figure<'a>>,
+    events: &'a EventPlan,
+    counts: &'a Counts,
+    readings: &'a [perf_stat::Reading],
+    interrupted: bool,
+}
+
+#[derive(Serialize)]
+struct Figure<'a> {
+    key: &'a str,
+    label: &'a str,
+    unit: &'a str,
+    event: Option<&'a str>,
+    value: Option<f64>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Ctrl-C reaches the command and perf through the terminal; perf then writes what it
+    // counted, and we show it.
+    let interrupted = cancel::on_interrupt();
+    let plan = EventPlan::probe().context("cannot probe perf's events")?;
+    if interrupted.load(Ordering::SeqCst) {
+        bail!("interrupted");
+    }
+    let stdout = if args.json {
+        let fd = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot pass the command's stdout to stderr")?;
+        Stdio::from(fd)
+    } else {
+        Stdio::inherit()
+    };
+    let run = stat(&plan, &args.command, stdout).context("cannot count")?;
+
+    let figures: Vec<Figure> = Counter::SOFTWARE
+        .iter()
+        .chain(&Counter::HARDWARE)
+        .filter_map(|&c| {
+            let metric = METRICS.iter().find(|m| m.counter == Some(c))?;
+            Some(Figure {
+                key: metric.key,
+                label: metric.label,
+                unit: metric.unit,
+                event: plan.event_of(c),
+                value: run.counts.get(c),
+            })
+        })
+        .collect();
+    let derived: Vec<Figure> = METRICS
+        .iter()
+        .filter(|m| m.counter.is_none())
+        .filter_map(|m| {
+            Some(Figure {
+                key: m.key,
+                label: m.label,
+                unit: m.unit,
+                event: None,
+                value: Some((m.value)(&run.counts)?),
+            })
+        })
+        .collect();
+    let report = Report {
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        exit_code: run.exit_code,
+        vendor: plan.vendor,
+        hardware_pmu: plan.has_hardware_pmu(),
+        figures,
+        derived,
+        events: &plan,
+        counts: &run.counts,
+        readings: &run.readings,
+        interrupted: interrupted.load(Ordering::SeqCst),
+    };
+    if args.json {
+        output::json(&report)?;
+    } else {
+        print_report(&report)?;
+    }
+    if report.interrupted {
+        bail!("interrupted");
+    }
+    Ok(if run.exit_code == Some(0) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_report(r: &Report) -> anyhow::Result<()> {
+    let mut err = std::io::stderr().lock();
+    let status = match r.exit_code {
+        Some(0) => "exited 0".to_string(),
+        Some(code) => format!("FAILED with exit status {code}"),
+        None => "was ended by a signal".to_string(),
+    };
+    writeln!(
+        err,
+        "\nhottext stat: {} {status}",
+        output_command(&r.command)
+    )?;
+    for f in r.figures.iter().chain(&r.derived) {
+        let label = with_unit(f.label, f.unit);
+        match (f.value, f.event) {
+            (Some(v), Some(e)) => writeln!(err, "  {label:<28} {:>16}   {e}", number(v))?,
+            (Some(v), None) => writeln!(err, "  {label:<28} {:>16}", number(v))?,
+            (None, Some(e)) => writeln!(err, "  {label:<28} {:>16}   {e}", "not counted")?,
+            (None, None) if r.hardware_pmu => {
+                writeln!(err, "  {label:<28} {:>16}", "not on this CPU")?
+            }
+            (None, None) => {}
+        }
+    }
+    if !r.hardware_pmu {
+        writeln!(
+            err,
+            "hottext: no hardware PMU: instructions/cycles/iTLB not available (usual in a VM); \
+             only software events were counted"
+        )?;
+    }
+    if !r.events.missing.is_empty() {
+        writeln!(err, "hottext: events this {} CPU lacks:", r.vendor)?;
+        for m in &r.events.missing {
+            let tried: Vec<String> = m
+                .tried
+                .iter()
+                .map(|t| format!("{} {}", t.event, t.probe.describe()))
+                .collect();
+            writeln!(err, "  {:<18} {}", m.counter.label(), tried.join("; "))?;
+        }
+    }
+    for m in &r.counts.multiplexed {
+        output::warn(format!(
+            "{} was multiplexed: counted {:.1} % of the time, value scaled up",
+            m.event, m.enabled_percent
+        ));
+    }
+    Ok(())
+}
+
+fn output_command(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// "label (unit)", or "label /k instr" for a per-instruction rate.
+pub fn with_unit(label: &str, unit: &str) -> String {
+    match unit {
+        "" => label.to_string(),
+        u if u.starts_with('/') => format!("{label} {u}"),
+        u => format!("{label} ({u})"),
+    }
+}
+
+/// A figure for people: big counts with thousands separators, small ones with 3–4 digits.
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e4 {
+        let digits = format!("{:.0}", a);
+        let mut grouped = String::new();
+        for (i, ch) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(ch);
+        }
+        format!("{}{grouped}", if v < 0.0 { "-" } else { "" })
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_for_people() {
+        assert_eq!(number(7316442110.0), "7,316,442,110");
+        assert_eq!(number(12345.4), "12,345");
+        assert_eq!(number(165.0), "165");
+        assert_eq!(number(165.25), "165.2");
+        assert_eq!(number(1.38), "1.380");
+        assert_eq!(number(0.05234), "0.0523");
+        assert_eq!(number(0.0), "0");
+    }
+}

@@ -1,0 +1,333 @@
+//! Running commands: one under `perf stat` with the terminal ([`stat`]), and captured ones that
+//! stop when asked ([`run_captured`]).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::counts::Counts;
+use super::events::EventPlan;
+use super::perf_stat::{self, Reading, Scope};
+use super::MeasureError;
+
+/// How often waiting loops look at the child and the interrupt flag.
+const POLL: Duration = Duration::from_millis(5);
+/// How long a process group gets between SIGTERM and SIGKILL when a run is cut short.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long the output pipes may stay open after the command exited (a background process
+/// it left may hold them) before the rest of its process group is killed.
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// `hottext stat`: one command under perf, with its terminal.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatRun {
+    pub counts: Counts,
+    pub readings: Vec<Reading>,
+    /// The command's exit code (perf passes it on); None when a signal ended it.
+    pub exit_code: Option<i32>,
+}
+
+/// Runs `argv` under `perf stat` with every figure of `plan`, with this process's stdin and
+/// stderr and the given stdout. perf's counts go to a temporary file, so the command's own
+/// output passes through untouched.
+pub fn stat<S: AsRef<std::ffi::OsStr>>(
+    plan: &EventPlan,
+    argv: &[S],
+    stdout: Stdio,
+) -> Result<StatRun, MeasureError> {
+    let scratch = super::scratch_dir()?;
+    let output = perf_stat::output_path(scratch.path(), "stat");
+    let exit = ExitFile::new(scratch.path(), "stat");
+    let status = perf_stat::command(
+        &plan.events(Scope::Command),
+        Scope::Command,
+        &output,
+        &exit.wrap_argv(argv),
+    )
+    .stdout(stdout)
+    .status()
+    .map_err(MeasureError::perf_missing)?;
+    let readings = read_counts(&output, status, "")?;
+    Ok(StatRun {
+        counts: Counts::from_readings(&plan.counters(Scope::Command), &readings),
+        readings,
+        exit_code: exit.read().or(status.code()),
+    })
+}
+
+/// Where the shell that runs a measured command writes the command's exit status.
+///
+/// perf stat passes its command's exit status on, but not reliably: perf 6.1 returned 0 for
+/// `sh -c 'exit 7'` in 1 to 5 runs of 100 on CI's VMs. So the command runs in a shell whose
+/// EXIT trap writes `$?` to a file. A command that replaces the shell (`exec`) or is killed
+/// by a signal writes nothing; then perf's status is all there is.
+pub struct ExitFile(PathBuf);
+
+impl ExitFile {
+    pub fn new(dir: &Path, name: &str) -> ExitFile {
+        ExitFile(dir.join(format!("{name}.exit")))
+    }
+
+    fn trap(&self) -> Option<String> {
+        let path = self
+            .0
+            .to_str()
+            .filter(|p| !p.contains(['\'', '\\', '"', '$', '`']))?;
+        Some(format!("trap \"echo \\$? > '{path}'\" EXIT\n"))
+    }
+
+    /// `script` (for `sh -c`) with the trap in front: no extra process.
+    pub fn wrap_script(&self, script: &str) -> String {
+        match self.trap() {
+            Some(trap) => format!("{trap}{script}"),
+            None => script.to_string(),
+        }
+    }
+
+    /// `sh -c 'TRAP "$@"' sh ARGV...`: one shell more than running ARGV itself (about a
+    /// millisecond of CPU in the counts).
+    pub fn wrap_argv<S: AsRef<std::ffi::OsStr>>(&self, argv: &[S]) -> Vec<std::ffi::OsString> {
+        let Some(trap) = self.trap() else {
+            return argv.iter().map(|a| a.as_ref().to_os_string()).collect();
+        };
+        ["sh", "-c", &format!("{trap}\"$@\""), "sh"]
+            .into_iter()
+            .map(std::ffi::OsString::from)
+            .chain(argv.iter().map(|a| a.as_ref().to_os_string()))
+            .collect()
+    }
+
+    /// The exit status the shell wrote, if it did.
+    pub fn read(&self) -> Option<i32> {
+        std::fs::read_to_string(&self.0).ok()?.trim().parse().ok()
+    }
+}
+
+/// perf's CSV file. perf failing to count (no file, or no line in it) is an error with its
+/// stderr, when that was captured.
+pub(crate) fn read_counts(
+    output: &Path,
+    status: ExitStatus,
+    stderr: &str,
+) -> Result<Vec<Reading>, MeasureError> {
+    let failed = || MeasureError::PerfFailed {
+        status,
+        stderr: stderr.to_string(),
+    };
+    let text = std::fs::read_to_string(output).map_err(|_| failed())?;
+    let readings = perf_stat::parse(&text, ',')?;
+    if readings.is_empty() {
+        return Err(failed());
+    }
+    Ok(readings)
+}
+
+/// What a captured command did.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    /// None when it ran past its deadline and was killed.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` in its own process group with stdin closed and stdout and stderr captured.
+/// At `deadline`, or when `cancel` is set, the whole group gets SIGTERM, then SIGKILL; a
+/// cancelled run is [`MeasureError::Interrupted`].
+pub fn run_captured(
+    mut cmd: Command,
+    what: &str,
+    deadline: Option<Instant>,
+    cancel: &AtomicBool,
+) -> Result<Captured, MeasureError> {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(|source| MeasureError::Io {
+        what: format!("start {what}"),
+        source,
+    })?;
+    let pgid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    for (index, pipe) in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            let _ = tx.send((index, bytes));
+        });
+    }
+    drop(tx);
+
+    let status = loop {
+        if cancel.load(Ordering::SeqCst) {
+            kill_group(&mut child, pgid);
+            return Err(MeasureError::Interrupted);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            kill_group(&mut child, pgid);
+            break None;
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => std::thread::sleep(POLL),
+            Err(source) => {
+                kill_group(&mut child, pgid);
+                return Err(MeasureError::Io {
+                    what: format!("wait for {what}"),
+                    source,
+                });
+            }
+        }
+    };
+
+    // A background process the command left may hold the pipes open: after a grace period
+    // its process group is killed; a process that left the group is given up on.
+    let mut streams = [Vec::new(), Vec::new()];
+    let mut received = 0;
+    let mut until = Instant::now() + PIPE_GRACE;
+    let mut killed = false;
+    while received < streams.len() {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok((i, bytes)) => {
+                streams[i] = bytes;
+                received += 1;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !killed => {
+                signal_group(pgid, libc::SIGKILL);
+                killed = true;
+                until = Instant::now() + KILL_GRACE;
+            }
+            Err(_) => break,
+        }
+    }
+    let [stdout, stderr] = streams;
+    Ok(Captured {
+        status,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
+pub(crate) fn signal_group(pgid: i32, signal: libc::c_int) {
+    if pgid > 0 {
+        // SAFETY: kill has no memory-safety preconditions; a negative pid names the group.
+        unsafe { libc::kill(-pgid, signal) };
+    }
+}
+
+/// SIGTERM to the child's process group, SIGKILL after [`KILL_GRACE`], and reap the child.
+fn kill_group(child: &mut Child, pgid: i32) {
+    signal_group(pgid, libc::SIGTERM);
+    let until = Instant::now() + KILL_GRACE;
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            signal_group(pgid, libc::SIGKILL);
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    signal_group(pgid, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::cancel;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn captures_both_streams_and_the_status() {
+        let out = run_captured(
+            sh("echo out; echo err >&2; exit 3"),
+            "t",
+            None,
+            cancel::never(),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, "out\n");
+        assert_eq!(out.stderr, "err\n");
+        assert_eq!(out.status.and_then(|s| s.code()), Some(3));
+    }
+
+    #[test]
+    fn deadline_kills_the_group() {
+        let start = Instant::now();
+        let out = run_captured(
+            sh("sleep 30 & sleep 30"),
+            "t",
+            Some(Instant::now() + Duration::from_millis(200)),
+            cancel::never(),
+        )
+        .unwrap();
+        assert!(out.status.is_none());
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_background_process_holding_the_pipe_does_not_hang_us() {
+        let start = Instant::now();
+        let out = run_captured(sh("sleep 30 & echo done"), "t", None, cancel::never()).unwrap();
+        assert_eq!(out.stdout, "done\n");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn exit_file_gets_the_status_of_a_script_and_of_argv() {
+        let dir = tempfile::tempdir().unwrap();
+        let exit = ExitFile::new(dir.path(), "s");
+        let script = exit.wrap_script("echo hi; exit 7");
+        let out = run_captured(sh(&script), "t", None, cancel::never()).unwrap();
+        assert_eq!(out.stdout, "hi\n");
+        assert_eq!(exit.read(), Some(7));
+
+        let exit = ExitFile::new(dir.path(), "a");
+        let argv = exit.wrap_argv(&["sh", "-c", "echo \"$0 $1\"; exit 3", "x y", "z"]);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "x y z\n");
+        assert_eq!(exit.read(), Some(3));
+        assert_eq!(ExitFile::new(dir.path(), "none").read(), None);
+    }
+
+    #[test]
+    fn cancel_is_an_error() {
+        let flag = AtomicBool::new(true);
+        let err = run_captured(sh("sleep 30"), "t", None, &flag).unwrap_err();
+        assert!(matches!(err, MeasureError::Interrupted));
+    }
+}

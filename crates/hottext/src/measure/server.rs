@@ -1,0 +1,415 @@
+//! A server under measurement: started pinned to one CPU in its own process group, polled until
+//! ready, and stopped cleanly (SIGTERM to the whole tree, SIGKILL after a grace period) — also
+//! when the measurement fails or is interrupted, because [`Server`] stops it when dropped.
+//!
+//! Its CPU time is read from `/proc` (utime + stime of every process in its tree, plus what
+//! their reaped children used), which costs the server nothing and works without a PMU.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::run::{run_captured, signal_group};
+use super::MeasureError;
+
+/// Between two runs of the ready command.
+const READY_POLL: Duration = Duration::from_millis(100);
+/// While waiting for a stopped server's processes to go.
+const STOP_POLL: Duration = Duration::from_millis(10);
+/// A server dropped without [`Server::stop`] (an error, Ctrl-C) gets this long after SIGTERM.
+const DROP_GRACE: Duration = Duration::from_secs(5);
+
+/// How a server went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// It, or a process of its tree, outlived SIGTERM and was killed.
+    pub forced: bool,
+}
+
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    side: String,
+    log: PathBuf,
+    stopped: bool,
+}
+
+impl Server {
+    /// Starts `sh -c COMMAND` pinned to `cpu`, in its own process group, with stdin closed and
+    /// stdout and stderr to `log`. It gets SIGTERM should this process die first.
+    pub fn start(
+        side: &str,
+        command: &str,
+        cpu: u32,
+        log: PathBuf,
+    ) -> Result<Server, MeasureError> {
+        use std::os::unix::process::CommandExt;
+        let io = |what: String| move |source| MeasureError::Io { what, source };
+        let out = File::create(&log).map_err(io(format!("create {}", log.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(io(format!("open {}", log.display())))?;
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", command])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        pin(&mut cmd, &[cpu]);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(io(format!("start server {side} (sh -c {command:?})")))?;
+        Ok(Server {
+            child,
+            side: side.to_string(),
+            log,
+            stopped: false,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// What the server wrote so far.
+    pub fn log(&self) -> String {
+        std::fs::read(&self.log)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Runs `ready` (with `sh -c`) every 100 ms until it exits 0; an error when the server
+    /// exits first, after `timeout`, or when interrupted.
+    pub fn wait_ready(
+        &mut self,
+        ready: &str,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<(), MeasureError> {
+        let give_up = Instant::now() + timeout;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return Err(MeasureError::Interrupted);
+            }
+            self.check_running()?;
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", ready]);
+            let probe = run_captured(cmd, "the --ready command", Some(give_up), cancel)?;
+            if probe.status.is_some_and(|s| s.success()) {
+                return Ok(());
+            }
+            if Instant::now() + READY_POLL >= give_up {
+                self.check_running()?;
+                return Err(MeasureError::NotReady {
+                    side: self.side.clone(),
+                    timeout,
+                    log: self.log(),
+                });
+            }
+            std::thread::sleep(READY_POLL);
+        }
+    }
+
+    /// An error if the server has exited.
+    pub fn check_running(&mut self) -> Result<(), MeasureError> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Err(self.exited(status)),
+            _ => Ok(()),
+        }
+    }
+
+    fn exited(&self, status: ExitStatus) -> MeasureError {
+        MeasureError::ServerExited {
+            side: self.side.clone(),
+            status,
+            log: self.log(),
+        }
+    }
+
+    /// CPU seconds the server's process tree has used so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        let all = processes();
+        let ticks: u64 = tree(&all, self.pid()).iter().map(|p| p.cpu_ticks).sum();
+        ticks as f64 / clock_ticks_per_second()
+    }
+
+    /// SIGTERM to the server's process group and every process of its tree; SIGKILL to what
+    /// is left after `grace`. Returns once they are all gone.
+    pub fn stop(mut self, grace: Duration) -> Stopped {
+        self.terminate(grace)
+    }
+
+    fn terminate(&mut self, grace: Duration) -> Stopped {
+        self.stopped = true;
+        let pgid = self.pid();
+        let members: Vec<i32> = tree(&processes(), pgid).iter().map(|p| p.pid).collect();
+        signal_group(pgid, libc::SIGTERM);
+        signal_all(&members, libc::SIGTERM);
+        let until = Instant::now() + grace;
+        let mut forced = false;
+        while !self.gone(&members, pgid) {
+            if Instant::now() >= until {
+                forced = true;
+                signal_group(pgid, libc::SIGKILL);
+                signal_all(&members, libc::SIGKILL);
+                let _ = self.child.wait();
+                // Reparented processes are reaped by init; give it a moment.
+                let until = Instant::now() + Duration::from_secs(2);
+                while !self.gone(&members, pgid) && Instant::now() < until {
+                    std::thread::sleep(STOP_POLL);
+                }
+                break;
+            }
+            std::thread::sleep(STOP_POLL);
+        }
+        Stopped { forced }
+    }
+
+    /// The leader is reaped and no process of the tree or the group is alive.
+    fn gone(&mut self, members: &[i32], pgid: i32) -> bool {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        processes()
+            .iter()
+            .filter(|p| p.state != 'Z')
+            .all(|p| p.pgrp != pgid && !members.contains(&p.pid))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if !self.stopped {
+            self.terminate(DROP_GRACE);
+        }
+    }
+}
+
+fn signal_all(pids: &[i32], signal: libc::c_int) {
+    for &pid in pids {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> std::io::Result<Vec<u32>> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; the kernel fills at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((0..8 * size)
+        // SAFETY: the index is below the set's capacity.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .map(|cpu| cpu as u32)
+        .collect())
+}
+
+/// Makes the command's process (and everything it starts) run only on `cpus`.
+pub fn pin(cmd: &mut Command, cpus: &[u32]) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let capacity = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    for &cpu in cpus.iter().filter(|&&c| (c as usize) < capacity) {
+        // SAFETY: the index is below the set's capacity, checked just above.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    // SAFETY: sched_setaffinity is async-signal-safe; `set` was built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// One line of `/proc/PID/stat`, the fields we use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub pid: i32,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub state: char,
+    /// utime + stime + cutime + cstime, in clock ticks.
+    pub cpu_ticks: u64,
+}
+
+/// Parses `/proc/PID/stat`. The command name may hold spaces and parentheses, so the fields
+/// are counted from the last ')'.
+pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
+    let (head, rest) = line.rsplit_once(')')?;
+    let pid = head.split_whitespace().next()?.parse().ok()?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some(ProcStat {
+        pid,
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        // Fields 14–17 of proc(5); `rest` starts at field 3.
+        cpu_ticks: num(11)? + num(12)? + num(13)? + num(14)?,
+    })
+}
+
+/// Every process now (those that exit while we read are skipped).
+pub(crate) fn processes() -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let name = e.ok()?.file_name();
+        let pid: i32 = name.to_str()?.parse().ok()?;
+        parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    })
+    .collect()
+}
+
+/// `root`, its descendants, and the members of its process group.
+pub(crate) fn tree(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
+    let mut inside: Vec<i32> = vec![root];
+    let mut i = 0;
+    while i < inside.len() {
+        let parent = inside[i];
+        for p in all {
+            if p.ppid == parent && !inside.contains(&p.pid) {
+                inside.push(p.pid);
+            }
+        }
+        i += 1;
+    }
+    all.iter()
+        .filter(|p| inside.contains(&p.pid) || p.pgrp == root)
+        .cloned()
+        .collect()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::cancel;
+
+    #[test]
+    fn stat_line_with_a_strange_name() {
+        let line = "4242 (my (odd) server) S 4200 4242 1947 0 -1 4194304 101 0 0 0 \
+                    150 30 7 3 20 0 1 0 184244 3133440 418";
+        let p = parse_stat(line).unwrap();
+        assert_eq!((p.pid, p.ppid, p.pgrp, p.state), (4242, 4200, 4242, 'S'));
+        assert_eq!(p.cpu_ticks, 150 + 30 + 7 + 3);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn tree_follows_parents_and_the_group() {
+        let p = |pid, ppid, pgrp| ProcStat {
+            pid,
+            ppid,
+            pgrp,
+            state: 'S',
+            cpu_ticks: 1,
+        };
+        let all = [
+            p(1, 0, 1),
+            p(10, 1, 10),
+            p(11, 10, 10),
+            p(12, 11, 12), // left the group, still a descendant
+            p(13, 1, 10),  // reparented, still in the group
+            p(20, 1, 20),
+        ];
+        let mut pids: Vec<i32> = tree(&all, 10).iter().map(|p| p.pid).collect();
+        pids.sort();
+        assert_eq!(pids, [10, 11, 12, 13]);
+    }
+
+    #[test]
+    fn start_ready_stop_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = *allowed_cpus().unwrap().last().unwrap();
+        let flag = dir.path().join("up");
+        let script = format!(
+            "sleep 300 & touch {}; trap 'kill $!; exit 0' TERM; wait",
+            flag.display()
+        );
+        let mut server = Server::start("A", &script, cpu, dir.path().join("log")).unwrap();
+        let pid = server.pid();
+        server
+            .wait_ready(
+                &format!("test -e {}", flag.display()),
+                Duration::from_secs(10),
+                cancel::never(),
+            )
+            .unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(allowed, cpu.to_string());
+        assert!(server.cpu_seconds() >= 0.0);
+        let stopped = server.stop(Duration::from_secs(5));
+        assert!(!stopped.forced);
+        assert!(processes()
+            .iter()
+            .all(|p| p.state == 'Z' || (p.pgrp != pid && p.pid != pid)));
+    }
+
+    #[test]
+    fn a_server_that_ignores_sigterm_is_killed_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = allowed_cpus().unwrap()[0];
+        let server =
+            Server::start("B", "trap '' TERM; sleep 300", cpu, dir.path().join("log")).unwrap();
+        let pid = server.pid();
+        std::thread::sleep(Duration::from_millis(100));
+        let stopped = { server }.stop(Duration::from_millis(300));
+        assert!(stopped.forced);
+        assert!(processes()
+            .iter()
+            .all(|p| p.state == 'Z' || (p.pgrp != pid && p.pid != pid)));
+    }
+
+    #[test]
+    fn a_server_that_exits_early_is_an_error_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = allowed_cpus().unwrap()[0];
+        let mut server = Server::start(
+            "A",
+            "echo cannot bind >&2; exit 4",
+            cpu,
+            dir.path().join("log"),
+        )
+        .unwrap();
+        let err = server
+            .wait_ready("false", Duration::from_secs(10), cancel::never())
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("server A exited"), "{msg}");
+        assert!(msg.contains("cannot bind"), "{msg}");
+    }
+}
