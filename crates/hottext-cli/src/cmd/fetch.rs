@@ -1,0 +1,195 @@
+//! `hottext fetch`: the build step. Meta file in, checked profile fetched, linker input out.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use hottext::binary::Binary;
+use hottext::layout::{order, Algorithm, Params};
+use hottext::link::{emit, markers_object, Entry};
+use hottext::pipeline::fetch::{fetch, FetchError};
+use hottext::store::meta::write_atomic;
+use serde::Serialize;
+
+use super::FormatArg;
+use crate::output;
+
+/// Fetch the profile a meta file names, check it, order it for BIN, and write the linker input.
+///
+/// The object is fetched by its hash and its bytes are checked against it; its size and
+/// build-id must be the meta file's. The profile is fitted to BIN, which may have changed since
+/// it was taken: functions are matched by name, and by a hash of their code where the name
+/// changed; below --min-matched percent of the profile's weight it is refused as stale.
+///
+/// BIN is the program linked without the ordering (the build links twice: once plain, once
+/// with the output of this command). Formats as for `hottext order`; gold-order and lld-order
+/// need --markers.
+///
+/// --on-missing fail (the default, as in the paper) exits with status 1 when the profile is
+/// missing, corrupt, names the wrong object or is stale. --on-missing warn writes linker input
+/// with no hot functions instead, so the build goes on and makes a correct but unoptimised
+/// binary, and says so loudly.
+///
+/// Example: hottext fetch --meta hottext/server.meta --binary build/server.plain --format ld-script -o build/hot.ld
+#[derive(clap::Args)]
+pub struct Args {
+    /// The meta file in the service's repository.
+    #[arg(long, value_name = "FILE")]
+    meta: PathBuf,
+    /// The program as linked without the ordering, for its function names and code.
+    #[arg(long, value_name = "BIN")]
+    binary: PathBuf,
+    #[arg(long, value_enum, default_value_t = FormatArg::LdScript)]
+    format: FormatArg,
+    /// Where to write the linker input.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Also write the markers object (needed with gold-order and lld-order).
+    #[arg(long, value_name = "FILE.o")]
+    markers: Option<PathBuf>,
+    /// Fetch from this store instead of the one the meta file names (a mirror, a local copy).
+    #[arg(long, value_name = "STORE")]
+    store: Option<String>,
+    /// What to do when the profile cannot be had or trusted.
+    #[arg(long, value_enum, default_value_t = OnMissing::Fail)]
+    on_missing: OnMissing,
+    /// Refuse a profile of which less than this share of the weight matches BIN, in percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 50.0)]
+    min_matched: f64,
+    /// C3: stop growing a cluster past this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
+    merge_threshold: u64,
+    /// Print what was fetched as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnMissing {
+    /// Fail the build.
+    Fail,
+    /// Build without the profile, with a loud warning.
+    Warn,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    optimised: bool,
+    /// Why not, when not.
+    problem: Option<String>,
+    #[serde(flatten)]
+    fetched: Option<hottext::pipeline::fetch::FetchSummary<'a>>,
+    functions_ordered: usize,
+    output: &'a PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !(0.0..=100.0).contains(&args.min_matched) {
+        anyhow::bail!("--min-matched is a percentage between 0 and 100");
+    }
+    let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
+    let Some(format) = args.format.link_format() else {
+        anyhow::bail!("fetch writes linker input; for ranges run `hottext order --format ranges` on the fetched profile");
+    };
+    let fetched = fetch(
+        &args.meta,
+        args.store.as_deref(),
+        &binary,
+        args.min_matched / 100.0,
+    );
+    let mut problem = None;
+    let fetched = match fetched {
+        Ok(f) => Some(f),
+        Err(e) if e.profile_unavailable() && args.on_missing == OnMissing::Warn => {
+            shout(&e);
+            problem = Some(e.to_string());
+            None
+        }
+        Err(e) if e.profile_unavailable() => {
+            eprintln!(
+                "hottext: cannot use the profile named by {}: {e}",
+                args.meta.display()
+            );
+            eprintln!("hottext: the build stops here (--on-missing fail); --on-missing warn builds an unoptimised binary instead");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let (ordered, origin): (Vec<Entry>, String) = match &fetched {
+        Some(f) => {
+            let params = Params {
+                merge_threshold: args.merge_threshold,
+            };
+            let ids = order(&f.graph, Algorithm::C3, &params);
+            let entries = ids
+                .iter()
+                .map(|&id| Entry {
+                    name: &f.graph.funcs[id as usize].name,
+                    aliases: &f.graph.funcs[id as usize].aliases,
+                })
+                .collect();
+            (
+                entries,
+                format!("c3 order of {} ({})", f.meta.object, args.meta.display()),
+            )
+        }
+        None => (vec![], "NO PROFILE: unoptimised build".to_string()),
+    };
+    let mut text = Vec::new();
+    emit(format, &ordered, &origin, &mut text)?;
+    write_atomic(&args.output, &text)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    if let Some(path) = &args.markers {
+        let bytes =
+            markers_object(binary.architecture).context("cannot build the markers object")?;
+        write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    } else if format.needs_markers_object() {
+        output::warn("this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object");
+    }
+
+    let summary = Summary {
+        optimised: fetched.is_some(),
+        problem,
+        fetched: fetched.as_ref().map(|f| f.summary()),
+        functions_ordered: ordered.len(),
+        output: &args.output,
+    };
+    if args.json {
+        output::json(&summary)?;
+    } else if let Some(f) = &summary.fetched {
+        eprintln!(
+            "hottext: profile {} ({} samples, {} .. {}, version {})",
+            f.meta.object,
+            f.meta.samples,
+            hottext::store::meta::time(f.meta.window_start),
+            hottext::store::meta::time(f.meta.window_end),
+            f.meta.binary_version
+        );
+        eprintln!(
+            "hottext: {:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
+            f.matched_percent,
+            args.binary.display(),
+            f.matched_by_name_percent,
+            f.matched_by_code_percent,
+            f.unmatched
+        );
+        eprintln!(
+            "hottext: wrote {} ({} functions in order)",
+            args.output.display(),
+            summary.functions_ordered
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The unoptimised-build warning: several lines, so it stands out in a build log.
+fn shout(e: &FetchError) {
+    let rule = "=".repeat(72);
+    output::warn(&rule);
+    output::warn(format!("BUILDING WITHOUT THE HOT-TEXT PROFILE: {e}"));
+    output::warn("the binary will be correct but UNOPTIMISED: its hot range holds no function");
+    output::warn("(--on-missing warn; the default, fail, stops the build instead)");
+    output::warn(&rule);
+}

@@ -1,0 +1,186 @@
+//! `hottext pipeline`: the scheduled refresh (`run`) and its schedule (`install`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use hottext::pipeline::config::Config;
+use hottext::pipeline::{run as run_pipeline, schedule, Report, RunOptions};
+
+use crate::output;
+
+/// Refresh a service's profile without anyone maintaining it by hand.
+///
+/// `run` profiles the running service, merges the new profile with the previous one (time
+/// decay), applies the quality gate, puts the profile in the store and commits the new meta file
+/// on a branch of the service's repository. `install --weekly` schedules `run` with systemd (or
+/// prints the cron line). The config file is described in `hottext pipeline run --help`.
+///
+/// Examples:
+///   hottext pipeline run --config hottext.toml
+///   hottext pipeline install --weekly --config /srv/server/hottext.toml
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: PipelineCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PipelineCommand {
+    Run(RunArgs),
+    Install(InstallArgs),
+}
+
+/// Profile the service, gate, store, and commit the meta file.
+///
+/// Records the service named in the config (pid, pid_file, systemd_unit, or command plus
+/// load), builds its profile, fits last run's profile (from the meta file on the branch) to the
+/// current binary, and merges the two: weight = new + decay × previous. The gate needs enough
+/// samples, enough of them in the binary's functions, and a drift from the previous profile
+/// below the limit. If it passes, the profile goes into the store and the meta file is
+/// committed on the branch (only that file changes), with a message that lists the top movers
+/// and the coverage; then pushed, if the config names a remote.
+///
+/// Two runs at once queue on a lock in the repository's git directory. A failed gate changes
+/// nothing and exits with status 1. The repository's work tree is not touched unless the branch
+/// is checked out, and then only the meta file is replaced, atomically.
+///
+/// Config (TOML; relative paths are relative to the file):
+///   [service]  name, binary, pid | pid_file | systemd_unit | command (+ load, startup_seconds),
+///              version | version_command
+///   [record]   seconds (60), frequency
+///   [store]    url (a directory, s3://, gs://, az://, https://)
+///   [repo]     path ("."), meta, branch ("hottext/profile"), push (a remote), author
+///   [merge]    decay (0.5)
+///   [gate]     min_samples (1000), min_resolved (0.9), max_drift (0.9), min_previous_matched (0.5)
+///
+/// Example: hottext pipeline run --config hottext.toml --json
+#[derive(clap::Args)]
+struct RunArgs {
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Wait this long for another run of the same service to finish.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
+    lock_wait: f64,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run the pipeline every week: write and enable a systemd timer and service.
+///
+/// Where systemd does not run (containers, some CI machines), the units are still written and
+/// the crontab line that does the same is printed.
+///
+/// Example: hottext pipeline install --weekly --config /srv/server/hottext.toml
+#[derive(clap::Args)]
+struct InstallArgs {
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Once a week (the paper's period; the only schedule for now).
+    #[arg(long, required = true)]
+    weekly: bool,
+    /// Where to write the units.
+    #[arg(long, value_name = "DIR", default_value = schedule::SYSTEM_UNIT_DIR)]
+    unit_dir: PathBuf,
+    /// Write the units but do not enable them.
+    #[arg(long)]
+    no_enable: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        PipelineCommand::Run(a) => run_once(a),
+        PipelineCommand::Install(a) => install(a),
+    }
+}
+
+fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if !(args.lock_wait >= 0.0 && args.lock_wait.is_finite()) {
+        bail!("--lock-wait must be zero or more seconds");
+    }
+    let config = Config::read(&args.config)?;
+    let opts = RunOptions {
+        lock_wait: Duration::from_secs_f64(args.lock_wait),
+    };
+    eprintln!(
+        "hottext: pipeline {}: recording for {} s",
+        config.service.name, config.record.seconds
+    );
+    let report = run_pipeline(&config, &opts)?;
+    if args.json {
+        output::json(&report)?;
+    } else {
+        print_report(&report);
+    }
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_report(r: &Report) {
+    if let Some(message) = &r.message {
+        for line in message.lines() {
+            eprintln!("  {line}");
+        }
+    } else {
+        for c in &r.gate {
+            eprintln!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
+        }
+    }
+    match (&r.commit, r.passed) {
+        (Some(c), _) => {
+            eprintln!(
+                "hottext: committed {} on {} ({} -> {})",
+                &c[..c.len().min(12)],
+                r.branch,
+                r.meta.display(),
+                r.object.as_deref().unwrap_or("?")
+            );
+            if let Some(remote) = &r.pushed_to {
+                eprintln!("hottext: pushed {} to {remote}", r.branch);
+            }
+        }
+        (None, true) => eprintln!(
+            "hottext: {} already names this profile: nothing to commit",
+            r.meta.display()
+        ),
+        (None, false) => eprintln!(
+            "hottext: the gate failed: nothing was stored or committed; the previous profile stays in use"
+        ),
+    }
+}
+
+fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
+    debug_assert!(args.weekly);
+    let config_path = std::fs::canonicalize(&args.config)
+        .with_context(|| format!("cannot find {}", args.config.display()))?;
+    let config = Config::read(&config_path)?;
+    let exe = std::env::current_exe().context("cannot tell where the hottext binary is")?;
+    let units = schedule::weekly(&config.service.name, &exe, &config_path);
+    let written = schedule::write(&units, &args.unit_dir)?;
+    for path in &written {
+        eprintln!("hottext: wrote {}", path.display());
+    }
+    let standard_dir = args.unit_dir == Path::new(schedule::SYSTEM_UNIT_DIR);
+    if args.no_enable {
+        eprintln!(
+            "hottext: not enabled (--no-enable): systemctl enable --now {}.timer",
+            units.name
+        );
+    } else if schedule::systemd_running() && standard_dir {
+        schedule::enable(&units)?;
+        eprintln!("hottext: enabled {}.timer (weekly)", units.name);
+    } else {
+        let why = if standard_dir {
+            "systemd is not running on this machine"
+        } else {
+            "the units are not in systemd's directory"
+        };
+        eprintln!("hottext: {why}: not enabled. The crontab line that does the same:");
+        println!("{}", units.cron);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,451 @@
+//! `hottext pipeline` end to end, with real perf, git and CMake: scheduled refreshes land
+//! reviewable one-file commits, the build through the CMake module uses the newest profile,
+//! two runs at once queue on the lock, and a failed gate changes nothing.
+
+mod common;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{hottext, run, stderr, stdout, write};
+use hottext::store::meta::Meta;
+use hottext::store::Store;
+use support::{build_service, git, need, repo_with};
+
+const META: &str = "hottext/svc.meta";
+const BRANCH: &str = "hottext/profile";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn pipeline_run(repo: &Path, config: &str) -> Output {
+    let out = hottext(&["pipeline", "run", "--config", config], repo);
+    eprintln!("--- pipeline run {config}:\n{}", stderr(&out));
+    out
+}
+
+/// The commits the branch added on top of `main`, oldest first.
+fn branch_commits(repo: &Path) -> Vec<String> {
+    git(repo, &["rev-list", "--reverse", &format!("main..{BRANCH}")])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Files a commit changed.
+fn changed(repo: &Path, commit: &str) -> String {
+    git(
+        repo,
+        &["diff-tree", "--no-commit-id", "--name-only", "-r", commit],
+    )
+}
+
+fn meta_at(repo: &Path, commit: &str) -> Meta {
+    let text = git(repo, &["show", &format!("{commit}:{META}")]);
+    Meta::parse(&text, Path::new(META)).expect("the committed meta file parses")
+}
+
+fn message(repo: &Path, commit: &str) -> String {
+    git(repo, &["log", "-1", "--format=%B", commit])
+}
+
+const CMAKELISTS: &str = r#"cmake_minimum_required(VERSION 3.15)
+project(demo C)
+list(APPEND CMAKE_MODULE_PATH "${HOTTEXT_CMAKE_DIR}")
+find_package(hottext REQUIRED)
+file(GLOB units src/*.c)
+add_executable(demo-service main.c ${units})
+target_include_directories(demo-service PRIVATE src)
+target_compile_options(demo-service PRIVATE -Og -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer)
+hottext_optimize(demo-service META hottext/svc.meta ON_MISSING ${ON_MISSING})
+"#;
+
+fn cmake_configure(repo: &Path, on_missing: &str) {
+    let cmake_dir = workspace().join("cmake");
+    run(
+        "cmake",
+        &[
+            "-S",
+            ".",
+            "-B",
+            "build",
+            &format!("-DHOTTEXT_CMAKE_DIR={}", cmake_dir.display()),
+            &format!("-DHOTTEXT_EXECUTABLE={}", env!("CARGO_BIN_EXE_hottext")),
+            &format!("-DON_MISSING={on_missing}"),
+        ],
+        repo,
+    );
+}
+
+fn cmake_build(repo: &Path) -> Output {
+    Command::new("cmake")
+        .args(["--build", "build", "-j2"])
+        .current_dir(repo)
+        .output()
+        .expect("this test needs cmake (apt-get install cmake)")
+}
+
+fn log(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
+#[test]
+fn two_runs_commit_only_the_meta_file_and_the_cmake_build_uses_the_newer_profile() {
+    for (tool, arg) in [
+        ("perf", "--version"),
+        ("cmake", "--version"),
+        ("git", "--version"),
+        ("python3", "--version"),
+    ] {
+        need(tool, arg);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    // A small demo service: 2000 functions, 4 MiB of text.
+    let gen = workspace().join("examples/demo-service/gen.py");
+    run(
+        "python3",
+        &[
+            gen.to_str().unwrap(),
+            "--out",
+            repo.join("src").to_str().unwrap(),
+            "--functions",
+            "2000",
+            "--text-mb",
+            "4",
+            "--units",
+            "4",
+        ],
+        dir.path(),
+    );
+    std::fs::copy(
+        workspace().join("examples/demo-service/main.c"),
+        repo.join("main.c"),
+    )
+    .unwrap();
+    let config = "[service]\nname = \"demo\"\nbinary = \"build/demo-service\"\n\
+        command = [\"build/demo-service\", \"--serve\"]\nversion = \"1.0\"\n\
+        [record]\nseconds = 2\n[store]\nurl = \"../store\"\n[repo]\nmeta = \"hottext/svc.meta\"\n\
+        [gate]\nmin_samples = 300\n";
+    repo_with(
+        &repo,
+        &[
+            ("CMakeLists.txt", CMAKELISTS),
+            ("hottext.toml", config),
+            (".gitignore", "build/\n"),
+        ],
+    );
+
+    // First build: no profile yet; with ON_MISSING warn it builds unoptimised and says so.
+    cmake_configure(&repo, "warn");
+    let first = cmake_build(&repo);
+    assert!(first.status.success(), "{}", log(&first));
+    assert!(
+        log(&first).contains("WITHOUT THE HOT-TEXT PROFILE"),
+        "{}",
+        log(&first)
+    );
+    std::fs::copy(repo.join("build/demo-service"), dir.path().join("plain")).unwrap();
+
+    // Two scheduled refreshes.
+    for _ in 0..2 {
+        let out = pipeline_run(&repo, "hottext.toml");
+        assert!(
+            out.status.success(),
+            "pipeline run failed: {}",
+            stderr(&out)
+        );
+    }
+    let commits = branch_commits(&repo);
+    assert_eq!(commits.len(), 2, "two runs, two commits");
+    for c in &commits {
+        assert_eq!(
+            changed(&repo, c),
+            format!("{META}\n"),
+            "commit {c} changed more than the meta file"
+        );
+    }
+    let (m1, m2) = (meta_at(&repo, &commits[0]), meta_at(&repo, &commits[1]));
+    assert_ne!(m1.object, m2.object);
+    assert!(message(&repo, &commits[0]).contains("this is the first profile"));
+    let msg2 = message(&repo, &commits[1]);
+    assert!(
+        msg2.contains(&format!("previous  {} merged with decay 0.5", m1.object)),
+        "{msg2}"
+    );
+    assert!(
+        msg2.contains("top movers") && msg2.contains("coverage"),
+        "{msg2}"
+    );
+    let store = Store::open(dir.path().join("store").to_str().unwrap()).unwrap();
+    for m in [&m1, &m2] {
+        let bytes = store
+            .get(&m.object)
+            .expect("the committed object is in the store");
+        assert_eq!(bytes.len() as u64, m.size);
+    }
+    assert_eq!(
+        git(&repo, &["status", "--porcelain"]),
+        "",
+        "the work tree was touched"
+    );
+
+    // The build on the profile branch picks the newer profile, and the binary passes verify.
+    git(&repo, &["checkout", "-q", BRANCH]);
+    cmake_configure(&repo, "fail");
+    let build = cmake_build(&repo);
+    assert!(build.status.success(), "{}", log(&build));
+    assert!(
+        log(&build).contains(&m2.object.to_string()),
+        "{}",
+        log(&build)
+    );
+    let script = std::fs::read_to_string(repo.join("build/hottext/demo-service/hot.ld")).unwrap();
+    assert!(script.contains(&m2.object.to_string()) && !script.contains(&m1.object.to_string()));
+    let verify = hottext(&["verify", "--binary", "build/demo-service"], &repo);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
+    let plain = dir.path().join("plain");
+    assert_eq!(
+        stdout(&run("build/demo-service", &["--requests", "20000"], &repo)),
+        stdout(&run(
+            plain.to_str().unwrap(),
+            &["--requests", "20000"],
+            &repo
+        )),
+        "the ordered service answers differently"
+    );
+
+    // A damaged object in the store stops the build (ON_MISSING fail), naming the hash.
+    let object = dir.path().join("store/sha256").join(m2.object.hex());
+    std::fs::write(&object, "# hottext profile v1\nfn main 1 1\n").unwrap();
+    std::fs::remove_file(repo.join("build/demo-service")).unwrap();
+    let broken = cmake_build(&repo);
+    assert!(
+        !broken.status.success(),
+        "the build went on with a corrupt profile"
+    );
+    assert!(
+        log(&broken).contains(&format!("store object {} ", m2.object)),
+        "{}",
+        log(&broken)
+    );
+}
+
+/// A repository holding the small service and a config that starts it.
+fn service_repo(dir: &Path, extra_config: &str) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    build_service(&repo, "svc", &[]);
+    let config = format!(
+        "[service]\nname = \"svc\"\nbinary = \"svc\"\ncommand = [\"./svc\"]\nstartup_seconds = 0.2\n\
+         [record]\nseconds = 1\n[store]\nurl = \"../store\"\n[repo]\nmeta = \"{META}\"\n{extra_config}\
+         [gate]\nmin_samples = 200\n"
+    );
+    std::fs::write(repo.join("hottext.toml"), config).unwrap();
+    std::fs::write(repo.join(".gitignore"), "svc\nsvc.o\n").unwrap();
+    repo_with(&repo, &[]);
+    repo
+}
+
+#[test]
+fn two_runs_at_once_queue_on_the_lock_and_leave_a_linear_history() {
+    need("perf", "--version");
+    let dir = tempfile::tempdir().unwrap();
+    let repo = service_repo(dir.path(), "");
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_hottext"))
+            .args(["pipeline", "run", "--config", "hottext.toml", "--json"])
+            .current_dir(&repo)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "first run: {}", stderr(&a));
+    assert!(b.status.success(), "second run: {}", stderr(&b));
+
+    let commits = branch_commits(&repo);
+    assert_eq!(commits.len(), 2, "both runs committed");
+    let parent = git(&repo, &["rev-parse", &format!("{}^", commits[1])]);
+    assert_eq!(parent.trim(), commits[0], "the history is linear");
+    for c in &commits {
+        assert_eq!(changed(&repo, c), format!("{META}\n"));
+    }
+    // The later run read the earlier run's profile: it waited for the lock, then merged.
+    let first = meta_at(&repo, &commits[0]);
+    assert!(
+        message(&repo, &commits[1]).contains(&format!("previous  {} merged", first.object)),
+        "{}",
+        message(&repo, &commits[1])
+    );
+    let tip = meta_at(&repo, &commits[1]);
+    let store = Store::open(dir.path().join("store").to_str().unwrap()).unwrap();
+    assert_eq!(store.get(&tip.object).unwrap().len() as u64, tip.size);
+    let reports: Vec<serde_json::Value> = [&a, &b]
+        .iter()
+        .map(|o| serde_json::from_str(&stdout(o)).unwrap())
+        .collect();
+    let mut committed: Vec<String> = reports
+        .iter()
+        .map(|r| r["commit"].as_str().unwrap().to_string())
+        .collect();
+    committed.sort();
+    let mut expected = commits.clone();
+    expected.sort();
+    assert_eq!(committed, expected);
+}
+
+#[test]
+fn a_failed_gate_changes_nothing_and_a_passing_run_pushes() {
+    need("perf", "--version");
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote.git");
+    git(
+        dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    // Recorded by pid file: the service runs on its own.
+    let repo = service_repo(dir.path(), "push = \"origin\"\n");
+    git(
+        &repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    let mut service = Command::new(repo.join("svc"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_config = |extra: &str| {
+        std::fs::read_to_string(repo.join("hottext.toml"))
+            .unwrap()
+            .replace("command = [\"./svc\"]", "pid_file = \"svc.pid\"")
+            + extra
+    };
+    write(&repo, "svc.pid", &format!("{}\n", service.id()));
+    write(&repo, "byfile.toml", &pid_config(""));
+    write(
+        &repo,
+        "strict.toml",
+        &pid_config("").replace("min_samples = 200", "min_samples = 1000000000"),
+    );
+
+    let ok = pipeline_run(&repo, "byfile.toml");
+    let strict = pipeline_run(&repo, "strict.toml");
+    let _ = service.kill();
+    let _ = service.wait();
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let commits = branch_commits(&repo);
+    assert_eq!(commits.len(), 1);
+    let pushed = git(&remote, &["rev-parse", &format!("refs/heads/{BRANCH}")]);
+    assert_eq!(pushed.trim(), commits[0], "the branch was pushed");
+
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    assert!(stderr(&strict).contains("FAIL"), "{}", stderr(&strict));
+    assert!(
+        stderr(&strict).contains("nothing was stored or committed"),
+        "{}",
+        stderr(&strict)
+    );
+    assert_eq!(branch_commits(&repo), commits, "a failed gate committed");
+    let objects = std::fs::read_dir(dir.path().join("store/sha256"))
+        .unwrap()
+        .count();
+    assert_eq!(objects, 1, "a failed gate stored a profile");
+}
+
+#[test]
+fn install_weekly_writes_the_units_and_prints_the_cron_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "hottext.toml",
+        "[service]\nname = \"web\"\npid = 1\n[store]\nurl = \"store\"\n[repo]\nmeta = \"web.meta\"\n",
+    );
+    let out = hottext(
+        &[
+            "pipeline",
+            "install",
+            "--weekly",
+            "--config",
+            "hottext.toml",
+            "--unit-dir",
+            "units",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let config = std::fs::canonicalize(d.join("hottext.toml")).unwrap();
+    let service = std::fs::read_to_string(d.join("units/hottext-pipeline-web.service")).unwrap();
+    let exec = format!(
+        "ExecStart={} pipeline run --config {}\n",
+        env!("CARGO_BIN_EXE_hottext"),
+        config.display()
+    );
+    assert!(service.contains(&exec), "{service}");
+    let timer = std::fs::read_to_string(d.join("units/hottext-pipeline-web.timer")).unwrap();
+    assert!(timer.contains("OnCalendar=weekly"), "{timer}");
+    assert_eq!(
+        stdout(&out).trim(),
+        format!(
+            "0 3 * * 1 {} pipeline run --config {}",
+            env!("CARGO_BIN_EXE_hottext"),
+            config.display()
+        )
+    );
+}
+
+#[test]
+fn a_config_with_two_targets_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "bad.toml",
+        "[service]\nname = \"x\"\npid = 1\nsystemd_unit = \"x.service\"\n[store]\nurl = \"s\"\n[repo]\nmeta = \"m\"\n",
+    );
+    let out = hottext(&["pipeline", "run", "--config", "bad.toml"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("exactly one of pid, pid_file, systemd_unit or command"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_load_command_runs_while_recording_and_its_end_ends_the_recording() {
+    need("perf", "--version");
+    let dir = tempfile::tempdir().unwrap();
+    let repo = service_repo(dir.path(), "");
+    // A 60 s recording, cut short when the load (a 1 s sleep here) exits.
+    let config = std::fs::read_to_string(repo.join("hottext.toml"))
+        .unwrap()
+        .replace(
+            "command = [\"./svc\"]",
+            "command = [\"./svc\"]\nload = [\"sleep\", \"1\"]",
+        )
+        .replace("seconds = 1", "seconds = 60");
+    write(&repo, "load.toml", &config);
+    let started = std::time::Instant::now();
+    let out = hottext(
+        &["pipeline", "run", "--config", "load.toml", "--json"],
+        &repo,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "the recording did not stop with the load"
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let seconds = report["seconds"].as_f64().unwrap();
+    assert!((0.5..10.0).contains(&seconds), "recorded {seconds} s");
+    assert_eq!(branch_commits(&repo).len(), 1);
+}

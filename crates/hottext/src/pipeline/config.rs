@@ -1,0 +1,358 @@
+//! The pipeline's configuration file (TOML). Relative paths are relative to the file's folder,
+//! so a config kept in the service's repository works from anywhere.
+//!
+//! ```toml
+//! [service]
+//! name = "server"                      # names the commit, the lock and the systemd units
+//! binary = "build/server"              # the executable, with its symbol table
+//! pid_file = "/run/server.pid"         # or: pid = 4242 / systemd_unit = "server.service"
+//!                                      # or: command = ["build/server", "--port", "8080"]
+//!                                      #     load = ["./load.sh"]  (runs while recording)
+//! version_command = ["git", "describe", "--always"]   # or: version = "2.14.1"
+//!
+//! [record]
+//! seconds = 60
+//!
+//! [store]
+//! url = "s3://profiles/server?region=eu-west-1"
+//!
+//! [repo]
+//! path = "."                           # the service's git repository
+//! meta = "hottext/server.meta"         # the meta file, relative to the repository
+//! branch = "hottext/profile"
+//! push = "origin"                      # optional
+//!
+//! [merge]
+//! decay = 0.5                          # weight = new + decay × previous
+//!
+//! [gate]
+//! min_samples = 1000
+//! min_resolved = 0.9
+//! max_drift = 0.9
+//! min_previous_matched = 0.5
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub service: Service,
+    #[serde(default)]
+    pub record: Record,
+    pub store: StoreConfig,
+    pub repo: RepoConfig,
+    #[serde(default)]
+    pub merge: Merge,
+    #[serde(default)]
+    pub gate: Gate,
+    /// The config file's folder: relative paths and commands start from here.
+    #[serde(skip)]
+    pub base: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    pub name: String,
+    /// The executable (with symbols). Defaults to the running process's `/proc/PID/exe`.
+    pub binary: Option<PathBuf>,
+    pub pid: Option<i32>,
+    pub pid_file: Option<PathBuf>,
+    pub systemd_unit: Option<String>,
+    /// Start the service with this command, record it, stop it.
+    pub command: Option<Vec<String>>,
+    /// With `command`: the load to run while recording; recording ends when it exits (or
+    /// after `record.seconds`).
+    pub load: Option<Vec<String>>,
+    /// With `command`: how long the service needs to start before recording begins.
+    #[serde(default = "default_startup")]
+    pub startup_seconds: f64,
+    pub version: Option<String>,
+    pub version_command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// How long to record. The paper's job records a few minutes a week.
+    #[serde(default = "default_seconds")]
+    pub seconds: f64,
+    /// Samples per second (default: `hottext record`'s).
+    pub frequency: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoConfig {
+    #[serde(default = "default_repo")]
+    pub path: PathBuf,
+    /// The meta file's path inside the repository.
+    pub meta: PathBuf,
+    #[serde(default = "default_branch")]
+    pub branch: String,
+    /// A remote to push the branch to after committing.
+    pub push: Option<String>,
+    /// `Name <email>` for the commits; default: git's configured identity, else
+    /// `hottext pipeline <hottext@localhost>`.
+    pub author: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Merge {
+    /// Weight of the previous profile: merged = new + decay × previous. 0.5 halves last week's
+    /// weight each week, so a function that stops being hot fades out within a month or so.
+    #[serde(default = "default_decay")]
+    pub decay: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    /// Fewer samples of the binary than this say the recording missed the service (wrong pid,
+    /// no load), not that the service changed.
+    #[serde(default = "default_min_samples")]
+    pub min_samples: u64,
+    /// Share of the binary's samples that fell in a function symbol; below it the binary does
+    /// not match the symbols we read (stripped, or another build).
+    #[serde(default = "default_min_resolved")]
+    pub min_resolved: f64,
+    /// Largest drift (total variation distance between this run's and the previous profile's
+    /// sample shares, 0 = same, 1 = disjoint) to accept: a profile that shares less than 10%
+    /// of its weight with the last one is more likely a broken load than a code change.
+    #[serde(default = "default_max_drift")]
+    pub max_drift: f64,
+    /// Share of the previous profile's weight that must match the current binary for it to be
+    /// merged; below it the previous profile is left out (not a failure) and the report says so.
+    #[serde(default = "default_min_previous_matched")]
+    pub min_previous_matched: f64,
+}
+
+fn default_startup() -> f64 {
+    0.5
+}
+fn default_seconds() -> f64 {
+    60.0
+}
+fn default_repo() -> PathBuf {
+    PathBuf::from(".")
+}
+fn default_branch() -> String {
+    "hottext/profile".into()
+}
+fn default_decay() -> f64 {
+    0.5
+}
+fn default_min_samples() -> u64 {
+    1000
+}
+fn default_min_resolved() -> f64 {
+    0.9
+}
+fn default_max_drift() -> f64 {
+    0.9
+}
+fn default_min_previous_matched() -> f64 {
+    0.5
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            seconds: default_seconds(),
+            frequency: None,
+        }
+    }
+}
+
+impl Default for Merge {
+    fn default() -> Self {
+        Merge {
+            decay: default_decay(),
+        }
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            min_samples: default_min_samples(),
+            min_resolved: default_min_resolved(),
+            max_drift: default_max_drift(),
+            min_previous_matched: default_min_previous_matched(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {msg}")]
+    Invalid { path: PathBuf, msg: String },
+}
+
+impl Config {
+    /// Reads and checks `path`, and makes its relative paths relative to its folder.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let invalid = |msg: String| ConfigError::Invalid {
+            path: path.into(),
+            msg,
+        };
+        let mut config: Config = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        config.check().map_err(invalid)?;
+        let base = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        config.base = base.clone();
+        let base = base.as_path();
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = normalize(&base.join(&*p));
+            }
+        };
+        if let Some(b) = &mut config.service.binary {
+            rebase(b);
+        }
+        if let Some(p) = &mut config.service.pid_file {
+            rebase(p);
+        }
+        rebase(&mut config.repo.path);
+        // A plain store path is a directory, relative to the config like the others; URLs stay.
+        if !config.store.url.contains("://") && Path::new(&config.store.url).is_relative() {
+            config.store.url = normalize(&base.join(&config.store.url))
+                .display()
+                .to_string();
+        }
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let s = &self.service;
+        let targets = [
+            s.pid.is_some(),
+            s.pid_file.is_some(),
+            s.systemd_unit.is_some(),
+            s.command.is_some(),
+        ];
+        if targets.iter().filter(|&&t| t).count() != 1 {
+            return Err(
+                "[service] needs exactly one of pid, pid_file, systemd_unit or command".into(),
+            );
+        }
+        if s.command.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err("[service] command is empty".into());
+        }
+        if s.load.is_some() && s.command.is_none() {
+            return Err(
+                "[service] load runs with command; for a running service, run the load yourself"
+                    .into(),
+            );
+        }
+        if s.version.is_some() && s.version_command.is_some() {
+            return Err("[service] give version or version_command, not both".into());
+        }
+        if s.name.is_empty() || s.name.contains(|c: char| c.is_whitespace() || c == '/') {
+            return Err(format!(
+                "[service] name '{}' must be a word (it names files and units)",
+                s.name
+            ));
+        }
+        if !(self.record.seconds > 0.0 && self.record.seconds.is_finite()) {
+            return Err("[record] seconds must be a positive number".into());
+        }
+        if !(0.0..=1.0).contains(&self.merge.decay) {
+            return Err("[merge] decay must be between 0 and 1".into());
+        }
+        for (name, v) in [
+            ("min_resolved", self.gate.min_resolved),
+            ("max_drift", self.gate.max_drift),
+            ("min_previous_matched", self.gate.min_previous_matched),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("[gate] {name} must be between 0 and 1"));
+            }
+        }
+        if self.repo.meta.is_absolute() {
+            return Err("[repo] meta is a path inside the repository, not an absolute path".into());
+        }
+        Ok(())
+    }
+}
+
+/// `a/b/../c` as `a/c`, without touching the file system (the path may not exist yet). The
+/// store path goes into the meta file, where `repo/../store` would puzzle a reviewer.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[service]\nname = \"svc\"\npid = 42\n\
+        [store]\nurl = \"store\"\n[repo]\nmeta = \"svc.meta\"\n";
+
+    fn read(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hottext.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::read(&path)
+    }
+
+    #[test]
+    fn defaults_and_relative_paths() {
+        let c = read(MINIMAL).unwrap();
+        assert_eq!(c.repo.branch, "hottext/profile");
+        assert_eq!(c.merge.decay, 0.5);
+        assert_eq!(c.gate.min_samples, 1000);
+        assert!(Path::new(&c.store.url).is_absolute(), "{}", c.store.url);
+        assert_eq!(normalize(Path::new("/a/b/../c/./d")), Path::new("/a/c/d"));
+    }
+
+    #[test]
+    fn exactly_one_target() {
+        let two = MINIMAL.replace("pid = 42", "pid = 42\nsystemd_unit = \"x\"");
+        let err = read(&two).unwrap_err().to_string();
+        assert!(err.contains("exactly one of"), "{err}");
+    }
+
+    #[test]
+    fn typos_are_errors() {
+        let typo = MINIMAL.replace("[repo]", "[repo]\nbrnach = \"x\"");
+        let err = read(&typo).unwrap_err().to_string();
+        assert!(err.contains("brnach"), "{err}");
+    }
+}

@@ -1,0 +1,190 @@
+//! The build's side: the meta file names a profile; fetch it, check it, and fit it to the
+//! binary being built.
+//!
+//! Checks, in order: the meta file parses (its hash is well formed); the store has the object;
+//! its bytes hash to the name ([`crate::store::Store::get`]); its size is the meta file's; it
+//! is a profile; its build-id header is the one the meta file names (a hash that names another
+//! profile is caught here); enough of its weight matches the binary ([`super::rematch`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::binary::Binary;
+use crate::graph::{Graph, GraphError};
+use crate::store::meta::{Meta, MetaError};
+use crate::store::{ObjectHash, Store, StoreError};
+
+use super::rematch::{fingerprints, rematch, Fingerprint, Matched};
+
+/// A profile fitted to a binary.
+#[derive(Debug)]
+pub struct Fetched {
+    pub meta: Meta,
+    /// The profile with the binary's names; functions it lacks are left out.
+    pub graph: Graph,
+    pub matched: Matched,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    #[error("there is no meta file {path}: no profile has been published for this service yet")]
+    NoMeta { path: PathBuf },
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("store object {hash} has {actual} bytes but the meta file says {expected}: the meta file names the wrong object")]
+    SizeMismatch {
+        hash: ObjectHash,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("store object {hash} is not a hottext profile: {source}")]
+    NotAProfile {
+        hash: ObjectHash,
+        source: GraphError,
+    },
+    #[error("store object {hash} is a profile of build-id {profile}, but the meta file says {meta}: the meta file names the wrong object")]
+    Disagrees {
+        hash: ObjectHash,
+        meta: String,
+        profile: String,
+    },
+    #[error("cannot read the code of {path}: {source}")]
+    Binary {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("profile {hash} is stale: only {:.1}% of its weight matches {} (at least {:.0}% needed); {} functions are gone, e.g. {}",
+        100.0 * matched.share(), binary.display(), 100.0 * min, matched.unmatched.len(),
+        matched.unmatched.iter().take(5).cloned().collect::<Vec<_>>().join(", "))]
+    Stale {
+        hash: ObjectHash,
+        binary: PathBuf,
+        matched: Box<Matched>,
+        min: f64,
+    },
+}
+
+impl FetchError {
+    /// The profile cannot be had or cannot be trusted, as opposed to a malformed meta file or
+    /// an unreadable binary: `--on-missing warn` builds without it in these cases.
+    pub fn profile_unavailable(&self) -> bool {
+        match self {
+            FetchError::Meta(_) | FetchError::Binary { .. } => false,
+            FetchError::Store(e) => e.is_unavailable(),
+            _ => true,
+        }
+    }
+
+    /// The object the error is about, for messages.
+    pub fn hash(&self) -> Option<ObjectHash> {
+        match self {
+            FetchError::Store(StoreError::Missing { hash, .. })
+            | FetchError::Store(StoreError::Corrupt { hash, .. })
+            | FetchError::SizeMismatch { hash, .. }
+            | FetchError::NotAProfile { hash, .. }
+            | FetchError::Disagrees { hash, .. }
+            | FetchError::Stale { hash, .. } => Some(*hash),
+            _ => None,
+        }
+    }
+}
+
+/// What the build needs to know besides the order.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchSummary<'a> {
+    pub meta: &'a Meta,
+    pub matched_percent: f64,
+    pub matched_by_name_percent: f64,
+    pub matched_by_code_percent: f64,
+    pub renamed: &'a [(String, String)],
+    pub unmatched: usize,
+}
+
+impl Fetched {
+    pub fn summary(&self) -> FetchSummary<'_> {
+        let pct = |n: u64| 100.0 * n as f64 / self.matched.total.max(1) as f64;
+        FetchSummary {
+            meta: &self.meta,
+            matched_percent: 100.0 * self.matched.share(),
+            matched_by_name_percent: pct(self.matched.by_name),
+            matched_by_code_percent: pct(self.matched.by_code),
+            renamed: &self.matched.renamed,
+            unmatched: self.matched.unmatched.len(),
+        }
+    }
+}
+
+/// A relative directory in a meta file is relative to the meta file's folder, as a checkout
+/// would have it; URLs and absolute paths are as they are.
+fn resolve_store(store: &str, meta_path: &Path) -> String {
+    if store.contains("://") || Path::new(store).is_absolute() {
+        return store.to_string();
+    }
+    let folder = meta_path.parent().unwrap_or(Path::new(""));
+    folder.join(store).display().to_string()
+}
+
+/// Reads `meta_path`, fetches and checks its profile from `store` (default: the meta file's),
+/// and fits it to `binary`; refuses it if less than `min_matched` (0 to 1) of its weight matches.
+pub fn fetch(
+    meta_path: &Path,
+    store: Option<&str>,
+    binary: &Binary,
+    min_matched: f64,
+) -> Result<Fetched, FetchError> {
+    if !meta_path.exists() {
+        return Err(FetchError::NoMeta {
+            path: meta_path.into(),
+        });
+    }
+    let meta = Meta::read(meta_path)?;
+    let url = match store {
+        Some(s) => s.to_string(),
+        None => resolve_store(&meta.store, meta_path),
+    };
+    let store = Store::open(&url)?;
+    let bytes = store.get(&meta.object)?;
+    let hash = meta.object;
+    if bytes.len() as u64 != meta.size {
+        return Err(FetchError::SizeMismatch {
+            hash,
+            expected: meta.size,
+            actual: bytes.len() as u64,
+        });
+    }
+    let profile =
+        Graph::read(bytes.as_slice()).map_err(|source| FetchError::NotAProfile { hash, source })?;
+    if let (Some(m), Some(p)) = (&meta.binary_build_id, profile.header("build-id")) {
+        if m != p {
+            return Err(FetchError::Disagrees {
+                hash,
+                meta: m.clone(),
+                profile: p.to_string(),
+            });
+        }
+    }
+    let prints: HashMap<String, Fingerprint> =
+        fingerprints(binary).map_err(|source| FetchError::Binary {
+            path: binary.path.clone(),
+            source,
+        })?;
+    let (graph, matched) = rematch(&profile, binary, &prints);
+    if matched.share() < min_matched || graph.funcs.is_empty() {
+        return Err(FetchError::Stale {
+            hash,
+            binary: binary.path.clone(),
+            matched: Box::new(matched),
+            min: min_matched,
+        });
+    }
+    Ok(Fetched {
+        meta,
+        graph,
+        matched,
+    })
+}

@@ -1,0 +1,100 @@
+//! One pipeline run at a time per repository: an exclusive `flock` on a file in the git
+//! directory. The kernel drops the lock when the process exits, however it exits, so a run that
+//! crashed never leaves a stale lock behind.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often a waiting run tries the lock again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Held until dropped.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    #[error("cannot open the lock file {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("another pipeline run ({holder}) has held {path} for longer than {waited:?}; try again later")]
+    Busy {
+        path: PathBuf,
+        holder: String,
+        waited: Duration,
+    },
+}
+
+impl Lock {
+    /// Takes the lock, waiting up to `wait` for a run that holds it.
+    pub fn acquire(path: &Path, wait: Duration) -> Result<Lock, LockError> {
+        let io_err = |source| LockError::Io {
+            path: path.into(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_err)?;
+        let started = Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor we own; no memory is involved.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                break;
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io_err(err));
+            }
+            if started.elapsed() >= wait {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                return Err(LockError::Busy {
+                    path: path.into(),
+                    holder: holder.trim().to_string(),
+                    waited: wait,
+                });
+            }
+            std::thread::sleep(RETRY);
+        }
+        // Say who holds it, for the message of a run that gives up waiting.
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = write!(file, "pid {}", std::process::id());
+        let _ = file.flush();
+        Ok(Lock {
+            _file: file,
+            path: path.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_waits_then_gives_up_naming_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let first = Lock::acquire(&path, Duration::ZERO).unwrap();
+        // flock locks belong to the open file, so a second open in this process conflicts.
+        let err = Lock::acquire(&path, Duration::from_millis(250)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
+        drop(first);
+        Lock::acquire(&path, Duration::ZERO).unwrap();
+    }
+}

@@ -1,0 +1,436 @@
+//! The automated loop of section 4 of "Hot-text and huge pages": nobody maintains a profile by
+//! hand. A scheduled job ([`schedule`]) runs [`run`], which
+//!
+//! 1. takes the [`lock`] of the repository's branch (two runs at once queue up),
+//! 2. records the running service with perf ([`service`]) and builds its call graph,
+//! 3. fits the previous profile (named by the meta file on the branch) to the current binary
+//!    ([`rematch`]) and reports how far usage moved ([`drift`]),
+//! 4. applies the quality [`gate`]; a failed gate changes nothing,
+//! 5. merges with time decay ([`merge`]), puts the result in the [`crate::store`], and
+//! 6. commits the new meta file on a branch with a message that says what changed ([`git`]),
+//!    and pushes it if asked.
+//!
+//! The build's side is [`fetch`]: fetch the profile the meta file names, check it, fit it to the
+//! binary being linked.
+
+pub mod config;
+pub mod drift;
+pub mod fetch;
+pub mod gate;
+pub mod git;
+pub mod lock;
+pub mod merge;
+pub mod rematch;
+pub mod schedule;
+pub mod service;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::binary::{Binary, BinaryError};
+use crate::graph::{Graph, MAGIC};
+use crate::profile::record::RecordError;
+use crate::profile::{self, ProfileError};
+use crate::store::meta::{self, Meta, MetaError};
+use crate::store::{Store, StoreError};
+
+use config::Config;
+use drift::Drift;
+use gate::Check;
+use git::{GitError, Repo};
+use lock::{Lock, LockError};
+
+/// Movers named in the commit message.
+const TOP_MOVERS: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("{0}")]
+    Service(String),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+/// Choices of one run that are not in the config.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// How long to wait for another run that holds the lock.
+    pub lock_wait: Duration,
+}
+
+/// The previous profile and what became of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Previous {
+    pub object: Option<String>,
+    /// Share of its weight that matched the current binary (0 to 1).
+    pub matched: f64,
+    pub matched_by_code: f64,
+    pub merged: bool,
+    /// Why it was not merged, if it was not.
+    pub note: Option<String>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub service: String,
+    pub passed: bool,
+    pub gate: Vec<Check>,
+    pub samples: u64,
+    /// Share of the binary's samples that fell in a function (0 to 1).
+    pub resolved: f64,
+    pub window_start: String,
+    pub window_end: String,
+    pub seconds: f64,
+    /// Functions with samples in this run, and how many of them hold 99% of the samples.
+    pub hot_functions: usize,
+    pub functions_for_99_percent: usize,
+    pub previous: Option<Previous>,
+    pub drift: Option<Drift>,
+    /// Set when the gate passed: the stored profile, the meta file, the commit.
+    pub object: Option<String>,
+    pub object_existed: bool,
+    pub meta: PathBuf,
+    pub branch: String,
+    pub commit: Option<String>,
+    pub pushed_to: Option<String>,
+    pub message: Option<String>,
+}
+
+/// One refresh; see the module docs. `Ok` with `passed == false` when the gate failed (nothing
+/// was changed).
+pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> {
+    let repo = Repo::open(&config.repo.path, config.repo.author.as_deref())?;
+    // The branch is what runs contend for, whichever services they profile.
+    let lock_path = repo.common_dir()?.join(format!(
+        "hottext-pipeline-{}.lock",
+        config.repo.branch.replace('/', "-")
+    ));
+    let _lock = Lock::acquire(&lock_path, opts.lock_wait)?;
+
+    // Read the branch only under the lock: a queued run builds on the run before it.
+    let branch = &config.repo.branch;
+    let tip = repo.branch_tip(branch)?;
+    let parent = match &tip {
+        Some(t) => Some(t.clone()),
+        None => repo.head()?,
+    };
+    let previous_meta = match &parent {
+        Some(p) => repo
+            .read_file(p, &config.repo.meta)?
+            .map(|text| Meta::parse(&text, &config.repo.meta)),
+        None => None,
+    };
+
+    let tmp = tempfile::tempdir().map_err(|source| PipelineError::Io {
+        what: "cannot make a temporary directory".into(),
+        source,
+    })?;
+    let rec = service::record(config, tmp.path())?;
+    let binary = Binary::open(&rec.binary)?;
+    let opts_read = profile::Options {
+        pid: Some(rec.pid),
+        ..Default::default()
+    };
+    let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |_, _| {})?;
+    let prints = rematch::fingerprints(&binary).map_err(|source| PipelineError::Io {
+        what: format!("cannot read the code of {}", binary.path.display()),
+        source,
+    })?;
+    let resolved = if stats.samples_in_binary == 0 {
+        0.0
+    } else {
+        1.0 - stats.samples_unresolved as f64 / stats.samples_in_binary as f64
+    };
+
+    let (previous, old) = previous_profile(previous_meta, &binary, &prints, config);
+    let drift = old.as_ref().map(|o| drift::drift(o, &new, TOP_MOVERS));
+    let checks = gate::check(
+        &config.gate,
+        &gate::Facts {
+            samples: stats.samples_in_binary,
+            resolved,
+            drift: drift.as_ref().map(|d| d.distance),
+        },
+    );
+    let (hot_functions, functions_for_99_percent) = coverage(&new);
+    let mut report = Report {
+        service: config.service.name.clone(),
+        passed: checks.iter().all(|c| c.passed),
+        gate: checks,
+        samples: stats.samples_in_binary,
+        resolved,
+        window_start: meta::time(rec.start),
+        window_end: meta::time(rec.end),
+        seconds: rec.outcome.wall_seconds,
+        hot_functions,
+        functions_for_99_percent,
+        previous,
+        drift,
+        object: None,
+        object_existed: false,
+        meta: config.repo.meta.clone(),
+        branch: branch.clone(),
+        commit: None,
+        pushed_to: None,
+        message: None,
+    };
+    if !report.passed {
+        return Ok(report);
+    }
+
+    let mut merged = match &old {
+        Some(o) if report.previous.as_ref().is_some_and(|p| p.merged) => {
+            merge::merge(&new, o, config.merge.decay)
+        }
+        _ => new.clone(),
+    };
+    merged.set_header("service", &config.service.name);
+    let version = service::version(config);
+    merged.set_header("binary-version", &version);
+    merged.set_header("window-start", &report.window_start);
+    merged.set_header("window-end", &report.window_end);
+    merged.set_header("samples", stats.samples_in_binary);
+    if let Some(p) = report.previous.as_ref().filter(|p| p.merged) {
+        if let Some(o) = &p.object {
+            merged.set_header("merged-with", format!("{o} decay {}", config.merge.decay));
+        }
+    }
+    rematch::add_fingerprints(&mut merged, &prints);
+    let mut bytes = Vec::new();
+    merged
+        .write(&mut bytes)
+        .map_err(|source| PipelineError::Io {
+            what: "cannot write the profile".into(),
+            source,
+        })?;
+
+    let store = Store::open(&config.store.url)?;
+    let put = store.put(&bytes)?;
+    let meta = Meta {
+        object: put.hash,
+        store: config.store.url.clone(),
+        size: put.size,
+        format: MAGIC.trim_start_matches("# ").to_string(),
+        samples: stats.samples_in_binary,
+        window_start: rec.start,
+        window_end: rec.end,
+        binary_build_id: binary.build_id_hex(),
+        binary_version: version,
+    };
+    report.object = Some(put.hash.to_string());
+    report.object_existed = put.existed;
+    let message = commit_message(&report, &meta, config);
+    report.commit = repo.commit_file(
+        branch,
+        parent.as_deref(),
+        tip.as_deref(),
+        &config.repo.meta,
+        &meta.to_text(),
+        &message,
+    )?;
+    report.message = Some(message);
+    if let (Some(remote), Some(_)) = (&config.repo.push, &report.commit) {
+        repo.push(remote, branch)?;
+        report.pushed_to = Some(remote.clone());
+    }
+    Ok(report)
+}
+
+/// The previous profile fitted to `binary`, and what to say about it. Problems with it are
+/// reported, not fatal: a missing old object must not stop the refresh that replaces it.
+fn previous_profile(
+    meta: Option<Result<Meta, MetaError>>,
+    binary: &Binary,
+    prints: &std::collections::HashMap<String, rematch::Fingerprint>,
+    config: &Config,
+) -> (Option<Previous>, Option<Graph>) {
+    let not_merged = |object: Option<String>, note: String| Previous {
+        object,
+        matched: 0.0,
+        matched_by_code: 0.0,
+        merged: false,
+        note: Some(note),
+    };
+    let meta = match meta {
+        None => return (None, None),
+        Some(Err(e)) => {
+            return (
+                Some(not_merged(
+                    None,
+                    format!("the meta file is unreadable: {e}"),
+                )),
+                None,
+            )
+        }
+        Some(Ok(m)) => m,
+    };
+    let object = Some(meta.object.to_string());
+    let fetched = Store::open(&meta.store)
+        .and_then(|s| s.get(&meta.object))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| Graph::read(bytes.as_slice()).map_err(|e| e.to_string()));
+    let old = match fetched {
+        Ok(g) => g,
+        Err(e) => return (Some(not_merged(object, e)), None),
+    };
+    let (old, matched) = rematch::rematch(&old, binary, prints);
+    let share = matched.share();
+    let by_code = matched.by_code as f64 / matched.total.max(1) as f64;
+    let merged = share >= config.gate.min_previous_matched;
+    let note = (!merged).then(|| {
+        format!(
+            "only {:.1}% of its weight matches the current binary (at least {:.0}%): not merged",
+            100.0 * share,
+            100.0 * config.gate.min_previous_matched
+        )
+    });
+    let previous = Previous {
+        object,
+        matched: share,
+        matched_by_code: by_code,
+        merged,
+        note,
+    };
+    (Some(previous), Some(old))
+}
+
+/// Functions with samples, and how few of them hold 99% of the samples.
+fn coverage(g: &Graph) -> (usize, usize) {
+    let mut samples: Vec<u64> = g
+        .funcs
+        .iter()
+        .map(|f| f.samples)
+        .filter(|&s| s > 0)
+        .collect();
+    samples.sort_unstable_by(|a, b| b.cmp(a));
+    let total: u64 = samples.iter().sum();
+    let mut sum = 0;
+    let needed = samples
+        .iter()
+        .take_while(|&&s| {
+            let before = sum;
+            sum += s;
+            (before as f64) < 0.99 * total as f64
+        })
+        .count();
+    (samples.len(), needed)
+}
+
+/// The commit message: a summary line, then what a reviewer needs to judge the change.
+fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "hottext: refresh the profile of {} ({} samples, {:.1}% resolved)",
+        r.service,
+        r.samples,
+        100.0 * r.resolved
+    );
+    let _ = writeln!(m);
+    let _ = writeln!(m, "object    {}", meta.object);
+    let _ = writeln!(
+        m,
+        "window    {} .. {} ({:.0} s)",
+        r.window_start, r.window_end, r.seconds
+    );
+    let _ = writeln!(
+        m,
+        "binary    build-id {}, version {}",
+        meta.binary_build_id.as_deref().unwrap_or("none"),
+        meta.binary_version
+    );
+    let _ = writeln!(
+        m,
+        "coverage  {} functions with samples; {} of them hold 99% of the samples",
+        r.hot_functions, r.functions_for_99_percent
+    );
+    match &r.previous {
+        None => {
+            let _ = writeln!(m, "previous  none: this is the first profile");
+        }
+        Some(p) if p.merged => {
+            let _ = writeln!(
+                m,
+                "previous  {} merged with decay {} ({:.1}% of its weight matched, {:.1}% by code under a new name)",
+                p.object.as_deref().unwrap_or("?"),
+                config.merge.decay,
+                100.0 * p.matched,
+                100.0 * p.matched_by_code
+            );
+        }
+        Some(p) => {
+            let _ = writeln!(
+                m,
+                "previous  {} not merged: {}",
+                p.object.as_deref().unwrap_or("?"),
+                p.note.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if let Some(d) = &r.drift {
+        let _ = writeln!(
+            m,
+            "drift     {:.3} (0 = same shares of samples, 1 = nothing in common)",
+            d.distance
+        );
+        if !d.movers.is_empty() {
+            let _ = writeln!(m, "\ntop movers (share of samples, previous -> this run):");
+            for mv in &d.movers {
+                let _ = writeln!(
+                    m,
+                    "  {:+6.2}  {:6.2}% -> {:6.2}%  {}",
+                    mv.after - mv.before,
+                    mv.before,
+                    mv.after,
+                    mv.name
+                );
+            }
+        }
+    }
+    let _ = writeln!(m, "\ngate:");
+    for c in &r.gate {
+        let _ = writeln!(
+            m,
+            "  {} {}",
+            if c.passed { "ok  " } else { "FAIL" },
+            c.detail
+        );
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage_counts_the_functions_that_hold_99_percent() {
+        let g = Graph::read(
+            "# hottext profile v1\nfn a 1 990\nfn b 1 9\nfn c 1 1\nfn d 1 0\n".as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(coverage(&g), (3, 1));
+    }
+}

@@ -1,0 +1,352 @@
+//! Using a profile on a binary that changed since it was taken.
+//!
+//! Functions are matched by name (or alias) first. Functions whose name is gone (renamed,
+//! moved into another namespace, a changed static's `;file` qualifier) are matched by a
+//! fingerprint of their code: the size and a hash of the instruction sequence, as BOLT matches
+//! stale profiles. On x86-64 the hash covers each instruction's opcode form and registers but
+//! not its displacements, immediates or branch targets, since relinking moves callees and data
+//! and so changes those bytes even when the code did not change; elsewhere it is the raw bytes.
+//! A fingerprint two functions share is ambiguous and matches nothing.
+//!
+//! Profiles carry their functions' fingerprints as `# fn-hash: <name> <hex>` header lines,
+//! which readers that do not know them ignore.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use object::{Object, ObjectSection};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::binary::Binary;
+use crate::graph::{Graph, GraphBuilder};
+
+/// The profile header key of a function's fingerprint.
+pub const FN_HASH: &str = "fn-hash";
+
+/// Size and code hash of a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint {
+    pub size: u64,
+    pub hash: u64,
+}
+
+impl Fingerprint {
+    fn parse(hex: &str, size: u64) -> Option<Fingerprint> {
+        Some(Fingerprint {
+            size,
+            hash: u64::from_str_radix(hex, 16).ok()?,
+        })
+    }
+}
+
+/// Fingerprints of a binary's functions by canonical name.
+pub fn fingerprints(binary: &Binary) -> std::io::Result<HashMap<String, Fingerprint>> {
+    let data = std::fs::read(&binary.path)?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let x86_64 = file.architecture() == object::Architecture::X86_64;
+    let sections: Vec<_> = file
+        .sections()
+        .filter(|s| s.kind() == object::SectionKind::Text)
+        .collect();
+    let mut out = HashMap::with_capacity(binary.functions.len());
+    for f in &binary.functions {
+        let bytes = sections
+            .iter()
+            .find_map(|s| s.data_range(f.start.0, f.size).ok().flatten());
+        if let Some(bytes) = bytes {
+            let hash = if x86_64 {
+                x86_64_hash(bytes, f.start.0)
+            } else {
+                bytes_hash(bytes)
+            };
+            out.insert(f.name.clone(), Fingerprint { size: f.size, hash });
+        }
+    }
+    Ok(out)
+}
+
+/// Hash of the instruction forms and registers, without the operands that relinking changes.
+fn x86_64_hash(bytes: &[u8], at: u64) -> u64 {
+    use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
+    let mut hasher = Sha256::new();
+    let mut decoder = Decoder::with_ip(64, bytes, at, DecoderOptions::NONE);
+    let mut insn = Instruction::default();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        hasher.update((insn.code() as u16).to_le_bytes());
+        for op in 0..insn.op_count() {
+            match insn.op_kind(op) {
+                OpKind::Register => hasher.update([insn.op_register(op) as u8]),
+                OpKind::Memory => hasher.update([
+                    insn.memory_base() as u8,
+                    insn.memory_index() as u8,
+                    insn.memory_index_scale() as u8,
+                ]),
+                // Immediates, displacements and branch targets may be addresses.
+                _ => {}
+            }
+        }
+    }
+    first_u64(&hasher.finalize())
+}
+
+fn bytes_hash(bytes: &[u8]) -> u64 {
+    first_u64(&Sha256::digest(bytes))
+}
+
+fn first_u64(digest: &[u8]) -> u64 {
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(head)
+}
+
+/// Adds `# fn-hash` headers for the graph's functions that `prints` knows, replacing any.
+pub fn add_fingerprints(graph: &mut Graph, prints: &HashMap<String, Fingerprint>) {
+    graph.headers.retain(|(k, _)| k != FN_HASH);
+    let mut lines: Vec<(String, String)> = graph
+        .funcs
+        .iter()
+        .filter_map(|f| {
+            let p = prints.get(&f.name)?;
+            Some((FN_HASH.to_string(), format!("{} {:016x}", f.name, p.hash)))
+        })
+        .collect();
+    lines.sort();
+    graph.headers.extend(lines);
+}
+
+/// How a profile's weight maps onto a binary.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Matched {
+    /// Self samples of the profile's functions.
+    pub total: u64,
+    pub by_name: u64,
+    pub by_code: u64,
+    /// Functions matched by code under another name: (profile name, binary name).
+    pub renamed: Vec<(String, String)>,
+    /// Functions with samples that the binary lacks, hottest first.
+    pub unmatched: Vec<String>,
+}
+
+impl Matched {
+    /// Share of the profile's weight that the binary has, 0 to 1 (1 for an empty profile).
+    pub fn share(&self) -> f64 {
+        if self.total == 0 {
+            1.0
+        } else {
+            (self.by_name + self.by_code) as f64 / self.total as f64
+        }
+    }
+}
+
+/// `profile` with its functions renamed to `binary`'s names and the unmatched left out, and how
+/// much of its weight matched. Sizes come from the binary.
+pub fn rematch(
+    profile: &Graph,
+    binary: &Binary,
+    prints: &HashMap<String, Fingerprint>,
+) -> (Graph, Matched) {
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    for (i, f) in binary.functions.iter().enumerate() {
+        by_name.insert(&f.name, i);
+        for a in &f.aliases {
+            by_name.entry(a).or_insert(i);
+        }
+    }
+    let mut by_print: HashMap<Fingerprint, Option<usize>> = HashMap::new();
+    for (i, f) in binary.functions.iter().enumerate() {
+        if let Some(p) = prints.get(&f.name) {
+            by_print
+                .entry(*p)
+                .and_modify(|slot| *slot = None) // shared: ambiguous
+                .or_insert(Some(i));
+        }
+    }
+    let profile_prints: HashMap<&str, &str> = profile
+        .headers
+        .iter()
+        .filter(|(k, _)| k == FN_HASH)
+        .filter_map(|(_, v)| v.split_once(' '))
+        .collect();
+    // A profile fingerprint shared by two of its functions is ambiguous too.
+    let mut print_uses: HashMap<Fingerprint, u32> = HashMap::new();
+    let print_of = |name: &str, size: u64| {
+        profile_prints
+            .get(name)
+            .and_then(|hex| Fingerprint::parse(hex, size))
+    };
+    for f in &profile.funcs {
+        if let Some(p) = print_of(&f.name, f.size) {
+            *print_uses.entry(p).or_default() += 1;
+        }
+    }
+
+    let mut matched = Matched::default();
+    let mut target: Vec<Option<usize>> = Vec::with_capacity(profile.funcs.len());
+    for f in &profile.funcs {
+        matched.total += f.samples;
+        let named = std::iter::once(&f.name)
+            .chain(&f.aliases)
+            .find_map(|n| by_name.get(n.as_str()).copied());
+        let found = match named {
+            Some(i) => {
+                matched.by_name += f.samples;
+                Some(i)
+            }
+            None => {
+                let by_code = print_of(&f.name, f.size)
+                    .filter(|p| print_uses.get(p) == Some(&1))
+                    .and_then(|p| by_print.get(&p).copied().flatten());
+                match by_code {
+                    Some(i) => {
+                        matched.by_code += f.samples;
+                        matched
+                            .renamed
+                            .push((f.name.clone(), binary.functions[i].name.clone()));
+                    }
+                    None if f.samples > 0 => matched.unmatched.push(f.name.clone()),
+                    None => {}
+                }
+                by_code
+            }
+        };
+        target.push(found);
+    }
+    matched.unmatched.sort_by_key(|n| {
+        std::cmp::Reverse(
+            profile
+                .funcs
+                .iter()
+                .find(|f| &f.name == n)
+                .map_or(0, |f| f.samples),
+        )
+    });
+
+    let mut b = GraphBuilder::default();
+    for (key, value) in &profile.headers {
+        if key != FN_HASH {
+            b.header(key, value);
+        }
+    }
+    let mut ids = vec![None; profile.funcs.len()];
+    for (i, f) in profile.funcs.iter().enumerate() {
+        if let Some(t) = target[i] {
+            let bf = &binary.functions[t];
+            let id = b.func(&bf.name, bf.size);
+            b.add_samples(id, f.samples);
+            for a in &bf.aliases {
+                b.alias(id, a);
+            }
+            ids[i] = Some(id);
+        }
+    }
+    for c in &profile.calls {
+        if let (Some(a), Some(z)) = (ids[c.caller as usize], ids[c.callee as usize]) {
+            b.add_call(a, z, c.weight);
+        }
+    }
+    let mut graph = b.finish();
+    add_fingerprints(&mut graph, prints);
+    (graph, matched)
+}
+
+/// Convenience for callers that only have a path.
+pub fn fingerprints_of(path: &Path) -> Result<HashMap<String, Fingerprint>, String> {
+    let binary = Binary::open(path).map_err(|e| e.to_string())?;
+    fingerprints(&binary).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::{Function, StatedAddr};
+
+    #[test]
+    fn moved_call_targets_do_not_change_the_hash() {
+        // push rbp; call rel32; lea rax,[rip+disp32]; pop rbp; ret — relinked elsewhere, with
+        // the callee and the data moved.
+        let code = |call: i32, data: i32| {
+            let mut v = vec![0x55, 0xe8];
+            v.extend_from_slice(&call.to_le_bytes());
+            v.extend_from_slice(&[0x48, 0x8d, 0x05]);
+            v.extend_from_slice(&data.to_le_bytes());
+            v.extend_from_slice(&[0x5d, 0xc3]);
+            v
+        };
+        let a = x86_64_hash(&code(0x100, 0x2000), 0x401000);
+        assert_eq!(a, x86_64_hash(&code(-0x7000, 0x9123), 0x402340));
+        // Another register is other code.
+        let mut other = code(0x100, 0x2000);
+        other[8] = 0x0d; // lea rcx
+        assert_ne!(a, x86_64_hash(&other, 0x401000));
+    }
+
+    fn binary(funcs: &[(&str, u64)]) -> Binary {
+        let mut b =
+            Binary::parse(Path::new("self"), &std::fs::read("/proc/self/exe").unwrap()).unwrap();
+        b.functions = funcs
+            .iter()
+            .enumerate()
+            .map(|(i, (n, size))| Function {
+                start: StatedAddr(0x1000 * (i as u64 + 1)),
+                size: *size,
+                name: n.to_string(),
+                aliases: vec![],
+            })
+            .collect();
+        b
+    }
+
+    #[test]
+    fn renamed_function_is_matched_by_code_and_unknown_ones_reported() {
+        let profile = Graph::read(
+            "# hottext profile v1\n# fn-hash: old_name 00000000000000aa\n\
+             fn main 10 10\nfn old_name 32 60\nfn gone 8 30\n\
+             call main old_name 60\ncall main gone 30\n"
+                .as_bytes(),
+        )
+        .unwrap();
+        let bin = binary(&[("main", 12), ("new_name", 32)]);
+        let prints: HashMap<String, Fingerprint> = [(
+            "new_name".to_string(),
+            Fingerprint {
+                size: 32,
+                hash: 0xaa,
+            },
+        )]
+        .into();
+        let (g, m) = rematch(&profile, &bin, &prints);
+        assert_eq!((m.total, m.by_name, m.by_code), (100, 10, 60));
+        assert!((m.share() - 0.7).abs() < 1e-9);
+        assert_eq!(
+            m.renamed,
+            [("old_name".to_string(), "new_name".to_string())]
+        );
+        assert_eq!(m.unmatched, ["gone"]);
+        let names: Vec<&str> = g.funcs.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["main", "new_name"]);
+        assert_eq!(g.funcs[0].size, 12, "sizes come from the binary");
+        assert_eq!(g.calls.len(), 1);
+        assert_eq!(g.calls[0].weight, 60);
+    }
+
+    #[test]
+    fn shared_fingerprint_matches_nothing() {
+        let profile = Graph::read(
+            "# hottext profile v1\n# fn-hash: old 00000000000000aa\nfn old 32 5\n".as_bytes(),
+        )
+        .unwrap();
+        let bin = binary(&[("twin_a", 32), ("twin_b", 32)]);
+        let p = Fingerprint {
+            size: 32,
+            hash: 0xaa,
+        };
+        let prints: HashMap<String, Fingerprint> =
+            [("twin_a".to_string(), p), ("twin_b".to_string(), p)].into();
+        let (_, m) = rematch(&profile, &bin, &prints);
+        assert_eq!(m.by_code, 0);
+        assert_eq!(m.unmatched, ["old"]);
+    }
+}

@@ -1,0 +1,333 @@
+//! The profile store: profiles kept outside the service's repository, named by the SHA-256 of
+//! their content, as in section 4 of "Hot-text and huge pages" (a file handle and a checksum).
+//!
+//! The repository holds only a small [`meta`] file that names the object; the build fetches the
+//! object by that name and [`Store::get`] checks the bytes against it, so a corrupted or swapped
+//! object can never reach the linker.
+//!
+//! Where objects live is a URL:
+//!
+//! | URL | backend |
+//! | --- | --- |
+//! | `/var/lib/hottext/store`, `file:///var/lib/hottext/store` | a local directory (writes are atomic: temporary file, fsync, rename) |
+//! | `s3://bucket/prefix?endpoint=http://host:9000&region=us-east-1&allow_http=true` | S3 and S3-compatible servers |
+//! | `gs://bucket/prefix` | Google Cloud Storage |
+//! | `az://container/prefix` | Azure Blob Storage |
+//! | `https://host/prefix` | HTTP/WebDAV |
+//!
+//! The remote backends are the `object_store` crate's; their credentials come from the usual
+//! environment variables (`AWS_ACCESS_KEY_ID`, `GOOGLE_SERVICE_ACCOUNT`, `AZURE_STORAGE_...`) and
+//! never from the URL, which is written into the meta file. Query parameters are the client's
+//! configuration keys.
+//!
+//! Objects are stored under `<prefix>/sha256/<64 hex digits>` in every backend, so a local store
+//! can be copied into a bucket as it is.
+//!
+//! ```
+//! use hottext::store::Store;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path().to_str().unwrap())?;
+//! let put = store.put(b"# hottext profile v1\nfn main 10 1\n")?;
+//! assert_eq!(store.get(&put.hash)?, b"# hottext profile v1\nfn main 10 1\n");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod hash;
+mod local;
+pub mod meta;
+mod remote;
+
+use std::collections::HashSet;
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+pub use hash::{BadHash, ObjectHash};
+
+/// The folder of objects under a store's root; the algorithm is part of the key so that a later
+/// change of hash can live beside the old objects.
+const OBJECTS: &str = "sha256";
+
+/// One raw object as a backend lists it.
+#[derive(Debug, Clone)]
+struct RawObject {
+    /// The file name (last key segment).
+    name: String,
+    size: u64,
+    modified: Option<SystemTime>,
+}
+
+/// What each backend does; [`Store`] adds hashing and verification on top, so every backend
+/// behaves the same.
+trait Backend {
+    /// The object's bytes, or `None` if there is no such object.
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Writes the object whole or not at all.
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError>;
+    fn size(&self, name: &str) -> Result<Option<u64>, StoreError>;
+    fn list(&self) -> Result<Vec<RawObject>, StoreError>;
+    fn delete(&self, name: &str) -> Result<(), StoreError>;
+}
+
+/// An opened store.
+pub struct Store {
+    url: String,
+    backend: Box<dyn Backend>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("store URL '{url}': {msg}")]
+    BadUrl { url: String, msg: String },
+    #[error("store {store} has no object {hash}")]
+    Missing { hash: ObjectHash, store: String },
+    #[error("store object {hash} in {store} is corrupt: its content hashes to {actual}; put the profile again (a put replaces a damaged object) or re-run the pipeline")]
+    Corrupt {
+        hash: ObjectHash,
+        actual: ObjectHash,
+        store: String,
+    },
+    #[error("store {store}: cannot {what}: {source}")]
+    Io {
+        store: String,
+        what: String,
+        source: io::Error,
+    },
+    #[error("store {store}: cannot {what}: {source}")]
+    Remote {
+        store: String,
+        what: String,
+        source: Box<object_store::Error>,
+    },
+}
+
+impl StoreError {
+    /// The object could not be had (missing, corrupt, or the store unreachable), as opposed to
+    /// a mistake in how the store was named. `fetch --on-missing warn` builds on in these cases.
+    pub fn is_unavailable(&self) -> bool {
+        !matches!(self, StoreError::BadUrl { .. })
+    }
+}
+
+/// What [`Store::put`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Put {
+    #[serde(serialize_with = "display")]
+    pub hash: ObjectHash,
+    pub size: u64,
+    /// The object was there already (same hash, intact), so nothing was written.
+    pub existed: bool,
+}
+
+/// One object in [`Store::list`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Object {
+    #[serde(serialize_with = "display")]
+    pub hash: ObjectHash,
+    pub size: u64,
+    /// Seconds since the Unix epoch, when the backend knows.
+    pub modified: Option<u64>,
+}
+
+/// What [`Store::gc`] removed (or would remove, on a dry run) and kept.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    pub deleted: Vec<Object>,
+    pub kept_referenced: usize,
+    /// Unreferenced, but younger than the minimum age: perhaps a run that has not committed yet.
+    pub kept_young: usize,
+    pub dry_run: bool,
+}
+
+impl Store {
+    /// Opens the store at `url` (a directory path or a URL, see the module docs). Nothing is
+    /// contacted yet.
+    pub fn open(url: &str) -> Result<Store, StoreError> {
+        let backend: Box<dyn Backend> = match url.split_once("://") {
+            None => Box::new(local::Local::new(url, url)),
+            Some(("file", path)) => Box::new(local::Local::new(url, path)),
+            Some((scheme, rest)) => Box::new(remote::Remote::open(url, scheme, rest)?),
+        };
+        Ok(Store {
+            url: url.to_string(),
+            backend,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stores `bytes` under their hash. Putting what is already there writes nothing; an object
+    /// there under that name with other content (a corrupted one) is replaced.
+    pub fn put(&self, bytes: &[u8]) -> Result<Put, StoreError> {
+        let hash = ObjectHash::of(bytes);
+        let size = bytes.len() as u64;
+        let existed = match self.backend.read(&hash.hex())? {
+            Some(old) => ObjectHash::of(&old) == hash,
+            None => false,
+        };
+        if !existed {
+            self.backend.write(&hash.hex(), bytes)?;
+        }
+        Ok(Put {
+            hash,
+            size,
+            existed,
+        })
+    }
+
+    /// The object's bytes, checked against its name.
+    pub fn get(&self, hash: &ObjectHash) -> Result<Vec<u8>, StoreError> {
+        let bytes = self
+            .backend
+            .read(&hash.hex())?
+            .ok_or_else(|| StoreError::Missing {
+                hash: *hash,
+                store: self.url.clone(),
+            })?;
+        let actual = ObjectHash::of(&bytes);
+        if actual != *hash {
+            return Err(StoreError::Corrupt {
+                hash: *hash,
+                actual,
+                store: self.url.clone(),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Whether the store has an object of that name (without reading or checking it).
+    pub fn contains(&self, hash: &ObjectHash) -> Result<bool, StoreError> {
+        Ok(self.backend.size(&hash.hex())?.is_some())
+    }
+
+    /// Every object, sorted by hash. Files that are not named like objects are left out.
+    pub fn list(&self) -> Result<Vec<Object>, StoreError> {
+        let mut objects: Vec<Object> = self
+            .backend
+            .list()?
+            .into_iter()
+            .filter_map(|raw| {
+                Some(Object {
+                    hash: raw.name.parse().ok()?,
+                    size: raw.size,
+                    modified: raw
+                        .modified
+                        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                        .map(|d| d.as_secs()),
+                })
+            })
+            .collect();
+        objects.sort_by_key(|o| o.hash);
+        Ok(objects)
+    }
+
+    pub fn delete(&self, hash: &ObjectHash) -> Result<(), StoreError> {
+        self.backend.delete(&hash.hex())
+    }
+
+    /// Deletes the objects not in `keep` that are older than `min_age` at `now`. Objects whose
+    /// age the backend does not know are kept.
+    pub fn gc(
+        &self,
+        keep: &HashSet<ObjectHash>,
+        min_age: Duration,
+        now: SystemTime,
+        dry_run: bool,
+    ) -> Result<GcReport, StoreError> {
+        let mut report = GcReport {
+            dry_run,
+            ..GcReport::default()
+        };
+        let now_secs = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        for object in self.list()? {
+            if keep.contains(&object.hash) {
+                report.kept_referenced += 1;
+                continue;
+            }
+            let old_enough = object
+                .modified
+                .is_some_and(|m| now_secs.saturating_sub(m) >= min_age.as_secs());
+            if !old_enough {
+                report.kept_young += 1;
+                continue;
+            }
+            if !dry_run {
+                self.delete(&object.hash)?;
+            }
+            report.deleted.push(object);
+        }
+        Ok(report)
+    }
+}
+
+fn display<S: serde::Serializer>(h: &ObjectHash, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn put_twice_writes_once_and_get_checks_the_content() {
+        let (dir, store) = local();
+        let first = store.put(b"profile").unwrap();
+        assert!(!first.existed);
+        assert!(store.put(b"profile").unwrap().existed);
+        let path = dir.path().join(OBJECTS).join(first.hash.hex());
+        std::fs::write(&path, b"tampered").unwrap();
+        match store.get(&first.hash) {
+            Err(StoreError::Corrupt { hash, actual, .. }) => {
+                assert_eq!(hash, first.hash);
+                assert_eq!(actual, ObjectHash::of(b"tampered"));
+            }
+            other => panic!("expected a corrupt object, got {other:?}"),
+        }
+        // A put repairs a corrupted object.
+        assert!(!store.put(b"profile").unwrap().existed);
+        assert_eq!(store.get(&first.hash).unwrap(), b"profile");
+    }
+
+    #[test]
+    fn missing_object_names_its_hash() {
+        let (_dir, store) = local();
+        let hash = ObjectHash::of(b"never stored");
+        let err = store.get(&hash).unwrap_err();
+        assert!(matches!(err, StoreError::Missing { .. }));
+        assert!(err.to_string().contains(&hash.to_string()), "{err}");
+    }
+
+    #[test]
+    fn gc_keeps_referenced_and_young_objects() {
+        let (_dir, store) = local();
+        let kept = store.put(b"kept").unwrap().hash;
+        let dropped = store.put(b"dropped").unwrap().hash;
+        let keep: HashSet<ObjectHash> = [kept].into();
+        let now = SystemTime::now();
+        let young = store
+            .gc(&keep, Duration::from_secs(3600), now, false)
+            .unwrap();
+        assert_eq!((young.kept_young, young.deleted.len()), (1, 0));
+        let later = now + Duration::from_secs(7200);
+        let report = store
+            .gc(&keep, Duration::from_secs(3600), later, false)
+            .unwrap();
+        assert_eq!(report.deleted.len(), 1);
+        assert_eq!(report.deleted[0].hash, dropped);
+        let left: Vec<ObjectHash> = store.list().unwrap().iter().map(|o| o.hash).collect();
+        assert_eq!(left, [kept]);
+    }
+}
