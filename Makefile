@@ -3,17 +3,21 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build test lint demo bench-order bench-profile clean
+.PHONY: all build runtime test lint demo bench-order bench-profile bench-hugify clean
 
-all: build
+all: build runtime
 
 build:
 	$(CARGO) build --release --locked
 
+## runtime: the C library (static, shared, constructor and LD_PRELOAD variants) in runtime/build/.
+runtime:
+	$(MAKE) --no-print-directory -C runtime
+
 ## test: every test: the Rust workspace (real perf, real linkers) and the C runtime.
 test:
 	$(CARGO) test --workspace --locked
-	$(MAKE) -C runtime test
+	$(MAKE) --no-print-directory -C runtime test
 
 ## lint: formatting and clippy with warnings as errors (the C code builds with -Werror).
 lint:
@@ -30,6 +34,9 @@ bench-order:
 
 bench-profile:
 	bash bench/profile/run.sh
+
+bench-hugify:
+	bash bench/hugify-cost/run.sh
 
 clean:
 	$(CARGO) clean

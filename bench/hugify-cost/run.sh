@@ -12,7 +12,8 @@
 #   file-dirty  fresh copy not yet written back (as right after a build):
 #               file-cold plus writing the range back first
 #   hugetlb     copy into MAP_HUGETLB pages (pool filled for the run, restored)
-# Prints a table and writes RESULTS.part.md next to this script.
+# Prints a table and writes RESULTS.part.md next to this script (git-ignored), to paste into
+# bench/RESULTS.md.
 set -eu
 RUNS=${1:-11}
 HERE=$(cd "$(dirname "$0")" && pwd)

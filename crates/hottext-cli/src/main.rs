@@ -36,6 +36,11 @@ enum Command {
     Profile(cmd::profile::Args),
     Order(cmd::order::Args),
     Verify(cmd::verify::Args),
+    Store(cmd::store::Args),
+    Pipeline(cmd::pipeline::Args),
+    Fetch(cmd::fetch::Args),
+    Stat(cmd::stat::Args),
+    Ab(cmd::ab::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +50,11 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd::profile::run(args),
         Command::Order(args) => cmd::order::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Store(args) => cmd::store::run(args),
+        Command::Pipeline(args) => cmd::pipeline::run(args),
+        Command::Fetch(args) => cmd::fetch::run(args),
+        Command::Stat(args) => cmd::stat::run(args),
+        Command::Ab(args) => cmd::ab::run(args),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,8 @@
 //! 3. [`layout`]: order the hot functions (C3, Pettis-Hansen) and score a layout.
 //! 4. [`link`]: write what each linker needs to place that order in a 2 MiB-aligned hot range.
 //! 5. [`verify`]: check that a binary has the hot range.
+//! 6. [`measure`]: hardware counters, interleaved A/B runs, statistics and a verdict.
+//! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
 //! [`binary`] holds the ELF facts the stages share.
 //!
@@ -25,5 +27,8 @@ pub mod binary;
 pub mod graph;
 pub mod layout;
 pub mod link;
+pub mod measure;
+pub mod pipeline;
 pub mod profile;
+pub mod store;
 pub mod verify;

@@ -1,6 +1,41 @@
 //! One module per verb; each has `Args` (clap) and `run`.
 
+pub mod ab;
+pub mod fetch;
 pub mod order;
+pub mod pipeline;
 pub mod profile;
 pub mod record;
+pub mod stat;
+pub mod store;
 pub mod verify;
+
+use hottext::link::Format;
+
+/// `--format` of the verbs that write an order (`order`, `fetch`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// One symbol a line
+    List,
+    /// GNU ld / lld linker script (-Wl,-T,FILE)
+    LdScript,
+    /// gold --section-ordering-file (with --markers)
+    GoldOrder,
+    /// lld --symbol-ordering-file (with --markers)
+    LldOrder,
+    /// Hottest 2 MiB ranges of the unmodified binary, for the LD_PRELOAD runtime (order only)
+    Ranges,
+}
+
+impl FormatArg {
+    /// The linker input this format names; `None` for `ranges`, which is no linker input.
+    pub fn link_format(self) -> Option<Format> {
+        match self {
+            FormatArg::List => Some(Format::List),
+            FormatArg::LdScript => Some(Format::LdScript),
+            FormatArg::GoldOrder => Some(Format::GoldOrder),
+            FormatArg::LldOrder => Some(Format::SymbolOrder),
+            FormatArg::Ranges => None,
+        }
+    }
+}

@@ -11,9 +11,10 @@ use hottext::binary::Binary;
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Placement};
 use hottext::layout::{order, Algorithm, Params};
-use hottext::link::{emit, markers_object, Entry, Format};
+use hottext::link::{emit, markers_object, Entry};
 use serde::Serialize;
 
+use super::FormatArg;
 use crate::output;
 
 /// Order the functions of a profile and write the input a linker needs.
@@ -67,16 +68,6 @@ enum AlgorithmArg {
     C3,
     /// Pettis-Hansen
     Ph,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum FormatArg {
-    List,
-    LdScript,
-    GoldOrder,
-    LldOrder,
-    /// Hottest 2 MiB ranges of the unmodified binary (needs --binary)
-    Ranges,
 }
 
 #[derive(Serialize)]
@@ -139,12 +130,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
     }
 
-    let format = match args.format {
-        FormatArg::Ranges => return write_ranges(&args, &graph, addresses.as_ref()),
-        FormatArg::List => Format::List,
-        FormatArg::LdScript => Format::LdScript,
-        FormatArg::GoldOrder => Format::GoldOrder,
-        FormatArg::LldOrder => Format::SymbolOrder,
+    let Some(format) = args.format.link_format() else {
+        return write_ranges(&args, &graph, binary.as_ref(), addresses.as_ref());
     };
     let entries: Vec<Entry> = kept
         .iter()
@@ -188,12 +175,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
-fn write_ranges(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<ExitCode> {
-    let Some(at) = at else {
+fn write_ranges(
+    args: &Args,
+    graph: &Graph,
+    binary: Option<&Binary>,
+    at: Option<&Placement>,
+) -> anyhow::Result<ExitCode> {
+    let (Some(binary), Some(at)) = (binary, at) else {
         bail!("--format ranges lists addresses of a binary: give --binary BIN");
     };
     let ranges = hot_ranges(graph, at, args.max_huge_pages);
     let mut text = String::new();
+    // The preload library refuses a ranges file made for another build.
+    if let Some(id) = binary.build_id_hex() {
+        text.push_str(&format!("# build-id: {id}\n"));
+    }
     for (start, end) in &ranges {
         text.push_str(&format!("{start:#x} {end:#x}\n"));
     }

@@ -63,6 +63,12 @@ fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode>
             "NO"
         };
         println!("aligned     {aligned}");
+        let mapping = if report.file_offset_aligned_2m {
+            "file offset 2 MiB aligned: the runtime can map the file itself on huge pages"
+        } else {
+            "file offset not 2 MiB aligned: the runtime will copy to anonymous huge pages"
+        };
+        println!("file        {mapping}");
         println!("functions   {} inside", report.functions_inside);
         println!("2 MiB pages {}", report.huge_pages);
     }

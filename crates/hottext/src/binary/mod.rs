@@ -180,6 +180,14 @@ impl Binary {
         Some((self.symbol(HOT_START)?, self.symbol(HOT_END)?))
     }
 
+    /// The file offset an address inside an executable segment is loaded from.
+    pub fn offset_for_stated(&self, addr: StatedAddr) -> Option<FileOffset> {
+        self.exec_segments
+            .iter()
+            .find(|s| addr >= s.start && addr.0 < s.start.0 + s.file_size)
+            .map(|s| FileOffset(s.offset.0 + (addr.0 - s.start.0)))
+    }
+
     /// The stated address that a file offset inside an executable segment is loaded at.
     pub fn stated_for_offset(&self, offset: FileOffset) -> Option<StatedAddr> {
         self.exec_segments

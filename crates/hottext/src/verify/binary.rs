@@ -12,6 +12,9 @@ pub struct HotTextReport {
     pub end: Option<u64>,
     pub size: u64,
     pub start_aligned_2m: bool,
+    /// `__hot_start`'s file offset is a multiple of 2 MiB too, so the kernel can map the file
+    /// itself with 2 MiB pages; otherwise the runtime copies the text to anonymous huge pages.
+    pub file_offset_aligned_2m: bool,
     /// Functions whose first byte lies in the range.
     pub functions_inside: usize,
     /// 2 MiB pages the range touches.
@@ -42,6 +45,7 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
         end: end.map(|a| a.0),
         size: 0,
         start_aligned_2m: false,
+        file_offset_aligned_2m: false,
         functions_inside: 0,
         huge_pages: 0,
         problems,
@@ -51,6 +55,9 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
     };
     report.size = e.saturating_sub(s);
     report.start_aligned_2m = s % HUGE_PAGE == 0;
+    report.file_offset_aligned_2m = binary
+        .offset_for_stated(StatedAddr(s))
+        .is_some_and(|o| o.0 % HUGE_PAGE == 0);
     report.functions_inside = binary
         .functions
         .iter()
