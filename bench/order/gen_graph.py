@@ -27,9 +27,13 @@ def main():
         f"fn {names[i]} {16 << rng.randrange(10)} {int(1e6 / (1 + i) ** 1.1) if rng.random() < 0.5 else 0}\n"
         for i in range(n)
     )
+    # Out-degrees: exponential around the mean, then topped up to exactly --edges.
+    degrees = [min(int(rng.expovariate(1 / mean_degree) + 0.5), n - 1) for _ in range(n)]
+    for _ in range(args.edges - sum(degrees)):
+        i = rng.randrange(n)
+        degrees[i] = min(degrees[i] + 1, n - 1)
     batch = []
-    for caller in range(n):
-        degree = min(int(rng.expovariate(1 / mean_degree) + 0.5), n - 1)
+    for caller, degree in enumerate(degrees):
         callees = set()
         while len(callees) < degree:
             far = rng.random() < 0.1
