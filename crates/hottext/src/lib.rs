@@ -10,7 +10,7 @@
 //! 6. [`measure`]: hardware counters, interleaved A/B runs, statistics and a verdict.
 //! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
-//! [`binary`] holds the ELF facts the stages share.
+//! [`binary`] holds the ELF facts the stages share, [`cpus`] CPU sets and pinning.
 //!
 //! ```
 //! use hottext::graph::Graph;
@@ -24,6 +24,7 @@
 //! ```
 
 pub mod binary;
+pub mod cpus;
 pub mod graph;
 pub mod layout;
 pub mod link;

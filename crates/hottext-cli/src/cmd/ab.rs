@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use hottext::cpus;
 use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
-use hottext::measure::server::allowed_cpus;
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -206,8 +206,9 @@ fn config(args: &Args) -> anyhow::Result<Config> {
             };
             let cpu = match args.cpu {
                 Some(cpu) => cpu,
-                None => *allowed_cpus()
+                None => cpus::own()
                     .context("cannot read this process's CPU affinity")?
+                    .iter()
                     .last()
                     .context("this process may run on no CPU")?,
             };

@@ -26,9 +26,10 @@ use super::counts::{Counts, METRICS};
 use super::events::{Counter, EventPlan};
 use super::perf_stat::{self, Scope};
 use super::run::{run_captured, Captured, ExitFile};
-use super::server::{allowed_cpus, pin, Server};
+use super::server::Server;
 use super::stats::{self, Better, Comparison, MIN_ROUNDS};
 use super::MeasureError;
+use crate::cpus::{self, CpuSet};
 
 /// An interval wider than this (half-width relative to the median) is called noisy.
 pub const NOISY_HALF_WIDTH: f64 = 0.05;
@@ -171,10 +172,12 @@ pub fn run(
             needed: MIN_ROUNDS,
         });
     }
-    let allowed = allowed_cpus().map_err(|source| MeasureError::Io {
-        what: "read this process's CPU affinity".into(),
-        source,
-    })?;
+    let allowed: Vec<u32> = cpus::own()
+        .map(|set| set.iter().collect())
+        .map_err(|source| MeasureError::Io {
+            what: "read this process's CPU affinity".into(),
+            source,
+        })?;
     let mut warnings = Vec::new();
     if let Some(service) = &config.service {
         if !allowed.contains(&service.cpu) {
@@ -313,14 +316,14 @@ impl Runner<'_> {
             &output,
             &["sh", "-c", &load],
         );
-        let others: Vec<u32> = self
+        let others: CpuSet = self
             .allowed
             .iter()
             .copied()
             .filter(|&c| c != service.cpu)
             .collect();
         if !others.is_empty() {
-            pin(&mut cmd, &others);
+            cpus::pin_command(&mut cmd, &others);
         }
         let cpu_before = server.cpu_seconds();
         let captured = run_captured(cmd, "perf stat for the load", None, self.cancel)?;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::run::{run_captured, signal_group};
 use super::MeasureError;
+use crate::cpus::{self, CpuSet};
 
 /// Between two runs of the ready command.
 const READY_POLL: Duration = Duration::from_millis(100);
@@ -57,7 +58,7 @@ impl Server {
             .stdout(out)
             .stderr(err)
             .process_group(0);
-        pin(&mut cmd, &[cpu]);
+        cpus::pin_command(&mut cmd, &CpuSet::one(cpu));
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         unsafe {
             cmd.pre_exec(|| {
@@ -201,43 +202,6 @@ fn signal_all(pids: &[i32], signal: libc::c_int) {
     }
 }
 
-/// The CPUs this process may run on.
-pub fn allowed_cpus() -> std::io::Result<Vec<u32>> {
-    // SAFETY: an all-zero cpu_set_t is the empty set; the kernel fills at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid cpu_set_t of `size` bytes.
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((0..8 * size)
-        // SAFETY: the index is below the set's capacity.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .map(|cpu| cpu as u32)
-        .collect())
-}
-
-/// Makes the command's process (and everything it starts) run only on `cpus`.
-pub fn pin(cmd: &mut Command, cpus: &[u32]) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let capacity = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    for &cpu in cpus.iter().filter(|&&c| (c as usize) < capacity) {
-        // SAFETY: the index is below the set's capacity, checked just above.
-        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    }
-    // SAFETY: sched_setaffinity is async-signal-safe; `set` was built before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 /// One line of `/proc/PID/stat`, the fields we use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProcStat {
@@ -311,6 +275,10 @@ fn clock_ticks_per_second() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn own_cpus() -> Vec<u32> {
+        cpus::own().unwrap().iter().collect()
+    }
     use crate::measure::cancel;
 
     #[test]
@@ -348,7 +316,7 @@ mod tests {
     #[test]
     fn start_ready_stop_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let cpu = *allowed_cpus().unwrap().last().unwrap();
+        let cpu = *own_cpus().last().unwrap();
         let flag = dir.path().join("up");
         let script = format!(
             "sleep 300 & touch {}; trap 'kill $!; exit 0' TERM; wait",
@@ -382,7 +350,7 @@ mod tests {
     #[test]
     fn a_server_that_ignores_sigterm_is_killed_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let cpu = allowed_cpus().unwrap()[0];
+        let cpu = own_cpus()[0];
         let server =
             Server::start("B", "trap '' TERM; sleep 300", cpu, dir.path().join("log")).unwrap();
         let pid = server.pid();
@@ -397,7 +365,7 @@ mod tests {
     #[test]
     fn a_server_that_exits_early_is_an_error_with_its_log() {
         let dir = tempfile::tempdir().unwrap();
-        let cpu = allowed_cpus().unwrap()[0];
+        let cpu = own_cpus()[0];
         let mut server = Server::start(
             "A",
             "echo cannot bind >&2; exit 4",

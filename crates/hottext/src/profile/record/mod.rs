@@ -17,7 +17,6 @@
 //! [`Session`] runs perf, pins the program to one CPU first if asked (and puts its affinity back
 //! afterwards), and reports what perf itself cost.
 
-mod cpus;
 mod machine;
 
 use std::ffi::OsString;
@@ -32,8 +31,8 @@ use serde::Serialize;
 
 use super::SampleKind;
 
-use cpus::Pinned;
-pub use cpus::{affinity, CpuSet};
+use crate::cpus::{self, Pinned};
+pub use crate::cpus::{affinity, CpuSet};
 pub use machine::Machine;
 
 /// 4999 rather than 5000 so that sampling does not run in lockstep with periodic timers.

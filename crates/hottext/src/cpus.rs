@@ -1,10 +1,12 @@
-//! CPU sets: the kernel's list syntax (`0-3,8`), a process's affinity, and pinning a process's
-//! threads to one CPU (and back).
+//! CPU sets: the kernel's list syntax (`0-3,8`), a process's affinity, pinning a running
+//! process's threads to one CPU (and back), and pinning a command before it starts. Shared by
+//! `profile::record` (sample the CPU a server runs on) and `measure` (count it there).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 use std::path::Path;
+use std::process::Command;
 
 /// A set of CPU numbers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +53,11 @@ impl CpuSet {
         self.0.is_superset(&other.0)
     }
 
+    /// The CPU numbers, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().copied()
+    }
+
     pub fn only(&self) -> Option<u32> {
         match self.0.len() {
             1 => self.0.first().copied(),
@@ -71,6 +78,12 @@ impl CpuSet {
             unsafe { libc::CPU_SET(cpu as usize, &mut set) };
         }
         set
+    }
+}
+
+impl FromIterator<u32> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = u32>>(cpus: I) -> CpuSet {
+        CpuSet(cpus.into_iter().collect())
     }
 }
 
@@ -151,6 +164,27 @@ pub fn affinity(pid: i32) -> io::Result<CpuSet> {
         }
     }
     Ok(all)
+}
+
+/// The CPUs this process may run on.
+pub fn own() -> io::Result<CpuSet> {
+    affinity(std::process::id() as i32)
+}
+
+/// Makes the command's process (and everything it starts) run only on `set`, from its first
+/// instruction on.
+pub fn pin_command(cmd: &mut Command, set: &CpuSet) {
+    use std::os::unix::process::CommandExt;
+    let mask = set.to_libc();
+    // SAFETY: sched_setaffinity is async-signal-safe; `mask` was built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Every thread of a process pinned to one CPU, with their previous affinities to put back.
