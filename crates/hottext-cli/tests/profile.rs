@@ -5,9 +5,13 @@
 //! kernel.perf_event_paranoid <= 2); they fail with a message naming what is missing.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use tempfile::TempDir;
+
+mod common;
+
+use common::{hottext, stderr};
 
 /// `main` calls `hot` in a loop, `hot` calls `leaf`.
 const PROGRAM: &str = r#"
@@ -142,23 +146,11 @@ fn perf_record(dir: &Path, prog: &Path) -> PathBuf {
     data
 }
 
-fn hottext(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hottext"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Runs `hottext profile` and expects it to fail with exit status 2 and `needle` in the message.
 fn profile_fails(dir: &Path, args: &[&str], needle: &str) -> String {
     let mut all = vec!["profile"];
     all.extend_from_slice(args);
-    let out = hottext(dir, &all);
+    let out = hottext(&all, dir);
     let err = stderr(&out);
     assert_eq!(
         out.status.code(),
@@ -199,7 +191,6 @@ fn profile_has_the_programs_call_graph(pie: bool) {
     let prog = build(dir.path(), "prog", if pie { &[] } else { &["-no-pie"] });
     let data = perf_record(dir.path(), &prog);
     let out = hottext(
-        dir.path(),
         &[
             "profile",
             data.to_str().unwrap(),
@@ -208,6 +199,7 @@ fn profile_has_the_programs_call_graph(pie: bool) {
             "-o",
             "prog.profile",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
@@ -243,7 +235,6 @@ fn frameless_leaf_gets_its_real_caller() {
     let prog = build(dir.path(), "prog", &["-DFRAMELESS"]);
     let data = perf_record(dir.path(), &prog);
     let out = hottext(
-        dir.path(),
         &[
             "profile",
             data.to_str().unwrap(),
@@ -253,6 +244,7 @@ fn frameless_leaf_gets_its_real_caller() {
             "p.txt",
             "--json",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let profile = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
@@ -270,7 +262,6 @@ fn profile_json_counts_what_it_read() {
     let prog = build(dir.path(), "prog", &[]);
     let data = perf_record(dir.path(), &prog);
     let out = hottext(
-        dir.path(),
         &[
             "profile",
             data.to_str().unwrap(),
@@ -280,6 +271,7 @@ fn profile_json_counts_what_it_read() {
             "p.txt",
             "--json",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -387,7 +379,6 @@ fn build_id_mismatch_is_an_error_unless_allowed() {
     assert!(err.contains("--allow-build-id-mismatch"), "{err}");
 
     let out = hottext(
-        dir.path(),
         &[
             "profile",
             args[0],
@@ -397,6 +388,7 @@ fn build_id_mismatch_is_an_error_unless_allowed() {
             "p.txt",
             "--allow-build-id-mismatch",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("used anyway"), "{}", stderr(&out));
@@ -430,8 +422,8 @@ fn record_runs_a_command_and_says_how() {
     let dir = TempDir::new().unwrap();
     build(dir.path(), "prog", &[]);
     let out = hottext(
-        dir.path(),
         &["record", "-o", "rec.data", "--", "./prog", "0.3"],
+        dir.path(),
     );
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
@@ -448,7 +440,6 @@ fn record_runs_a_command_and_says_how() {
     );
 
     let out = hottext(
-        dir.path(),
         &[
             "profile",
             "rec.data",
@@ -457,6 +448,7 @@ fn record_runs_a_command_and_says_how() {
             "-o",
             "prog.profile",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
@@ -484,7 +476,6 @@ fn record_pins_a_running_process_and_gives_its_affinity_back() {
     };
     let before = allowed();
     let out = hottext(
-        dir.path(),
         &[
             "record",
             "--pid",
@@ -497,6 +488,7 @@ fn record_pins_a_running_process_and_gives_its_affinity_back() {
             "pid.data",
             "--json",
         ],
+        dir.path(),
     );
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
@@ -511,10 +503,10 @@ fn record_pins_a_running_process_and_gives_its_affinity_back() {
     child.wait().unwrap();
 
     let out = hottext(
-        dir.path(),
         &[
             "profile", "pid.data", "--binary", "prog", "--pid", &pid, "-o", "p.txt",
         ],
+        dir.path(),
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
