@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test lint demo bench-order bench-profile bench-hugify clean
+.PHONY: all build runtime test lint demo bench-order bench-profile bench-hugify bench-postgres clean
 
 all: build runtime
 
@@ -37,6 +37,10 @@ bench-profile:
 
 bench-hugify:
 	bash bench/hugify-cost/run.sh
+
+## bench-postgres: PostgreSQL 15 (Debian source) under pgbench, C3/PH/huge pages/BOLT (root, ~1 h).
+bench-postgres: build runtime
+	bash bench/postgres/run.sh
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/postgres/build.sh: build PostgreSQL 15 from the Debian source package with
+# -O2 -ffunction-sections -fno-omit-frame-pointer, keeping the object files so that the
+# `postgres` binary can be relinked with other link flags (see relink() in run.sh).
+#
+# Environment: BENCH_DIR (work directory, default /tmp/hottext-pg).
+# Output: $BENCH_DIR/src (the source tree, built), $BENCH_DIR/inst (make install prefix),
+#         $BENCH_DIR/build.log, $BENCH_DIR/build-seconds.
+set -euo pipefail
+dir=${BENCH_DIR:-/tmp/hottext-pg}
+mkdir -p "$dir"
+cd "$dir"
+
+# deb-src entry (idempotent): a copy of the deb822 source list with Types: deb-src.
+if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    src=/etc/apt/sources.list.d/debian.sources
+    [ -f "$src" ] || { echo "build.sh: $src not found; add a deb-src entry by hand" >&2; exit 2; }
+    sed 's/^Types: deb$/Types: deb-src/' "$src" >/etc/apt/sources.list.d/hottext-deb-src.sources
+    apt-get update -qq
+fi
+# What configure and the build need (the tarball ships bison/flex outputs; install them anyway
+# so that a patched grammar still builds), dpkg-dev for `apt-get source`, bolt-19 for run.sh.
+need=""
+for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19; do
+    dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
+done
+[ -z "$need" ] || apt-get install -y -qq $need >/dev/null
+
+if [ ! -d src ]; then
+    rm -rf pkg && mkdir pkg
+    # The newest version first; a mirror may lack it (the security archive's 15.20 gave 404
+    # here), so fall back to the other versions apt knows.
+    ok=""
+    for v in $(apt-cache showsrc postgresql-15 | sed -n 's/^Version: //p' | sort -rV); do
+        if (cd pkg && apt-get source -qq --download-only "postgresql-15=$v" >/dev/null 2>&1); then
+            ok=$v; break
+        fi
+        rm -f pkg/*
+    done
+    [ -n "$ok" ] || { echo "build.sh: apt-get source postgresql-15 failed for every version" >&2; exit 1; }
+    echo "source: postgresql-15 $ok"
+    (cd pkg && dpkg-source -x --no-check ./*.dsc tree >/dev/null)
+    mv pkg/tree src
+fi
+
+cd src
+start=$SECONDS
+fresh=0
+if [ ! -f config.status ]; then
+    fresh=1
+    ./configure --prefix="$dir/inst" --without-icu --without-readline --without-zlib \
+        --without-openssl --without-ldap --without-gssapi --without-systemd --without-llvm \
+        CFLAGS="-O2 -ffunction-sections -fno-omit-frame-pointer" \
+        LDFLAGS="-Wl,--emit-relocs" >"$dir/build.log" 2>&1 ||
+        { tail -30 "$dir/build.log"; exit 1; }
+fi
+# Only what the benchmark runs: the server, initdb, pg_ctl, pgbench and psql (libpq comes along).
+# run.sh relinks src/backend/postgres with other flags; link the default again first so that
+# the installed postgres is always the default build.
+rm -f src/backend/postgres
+{
+    make -j2 -C src/backend &&
+        make -j2 -C src/backend install &&
+        for d in src/interfaces/libpq src/bin/initdb src/bin/pg_ctl src/bin/pgbench src/bin/psql src/bin/scripts src/pl/plpgsql \
+            src/bin/pg_config src/include src/port src/common src/timezone src/backend/snowball \
+            src/backend/utils/mb/conversion_procs; do
+            make -j2 -C "$d" install || exit 1
+        done
+} >>"$dir/build.log" 2>&1 || { tail -30 "$dir/build.log"; exit 1; }
+# The build time of a fresh tree (configure included) is what the results quote.
+[ "$fresh" = 0 ] || echo $((SECONDS - start)) >"$dir/build-seconds"
+echo "postgres built (or brought up to date) in $((SECONDS - start)) s: $dir/inst/bin/postgres"
