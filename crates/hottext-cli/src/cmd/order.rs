@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
-use hottext::binary::Binary;
+use hottext::binary::{Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Placement};
 use hottext::layout::{order, Algorithm, Params};
@@ -198,7 +198,7 @@ fn write_ranges(
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{text}"),
     }
-    let pages: u64 = ranges.iter().map(|(s, e)| (e - s) >> 21).sum();
+    let pages: u64 = ranges.iter().map(|(s, e)| (e - s) / HUGE_PAGE).sum();
     eprintln!(
         "hottext: {pages} hot 2 MiB pages in {} ranges",
         ranges.len()

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::binary::HUGE_PAGE;
 use crate::graph::{FuncId, Graph};
 
 /// Where each function of a graph starts, in bytes; `None` for functions the layout lacks.
@@ -67,7 +68,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         distance += c.weight * d;
         d64 += if d < 64 { c.weight } else { 0 };
         d4k += if d < 4096 { c.weight } else { 0 };
-        d2m += if d < (2 << 20) { c.weight } else { 0 };
+        d2m += if d < HUGE_PAGE { c.weight } else { 0 };
     }
     let share = |x: u64| {
         if total == 0 {
@@ -82,7 +83,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         hot_bytes,
         hot_span_bytes: hi.saturating_sub(lo),
         pages_4k_99: pages_for_99(graph, at, 4096),
-        pages_2m_99: pages_for_99(graph, at, 2 << 20),
+        pages_2m_99: pages_for_99(graph, at, HUGE_PAGE),
         calls_within_64b: share(d64),
         calls_within_4k: share(d4k),
         calls_within_2m: share(d2m),
@@ -91,8 +92,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     }
 }
 
-/// Spreads each function's samples evenly over its bytes, then counts the hottest pages needed
-/// to reach 99 % of all samples.
+/// How many pages of `page` bytes hold 99 % of the samples.
 fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
     hottest_pages(graph, at, page, 0.99).len() as u64
 }
@@ -138,15 +138,14 @@ pub fn hottest_pages(graph: &Graph, at: &Placement, page: u64, share: f64) -> Ve
 /// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,
 /// adjacent pages merged, in address order: what a loader without markers can map.
 pub fn hot_ranges(graph: &Graph, at: &Placement, max_pages: usize) -> Vec<(u64, u64)> {
-    const HUGE: u64 = 2 << 20;
-    let mut pages = hottest_pages(graph, at, HUGE, 0.99);
+    let mut pages = hottest_pages(graph, at, HUGE_PAGE, 0.99);
     pages.truncate(max_pages);
     pages.sort_unstable();
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for p in pages {
         match ranges.last_mut() {
-            Some(last) if last.1 == p * HUGE => last.1 += HUGE,
-            _ => ranges.push((p * HUGE, (p + 1) * HUGE)),
+            Some(last) if last.1 == p * HUGE_PAGE => last.1 += HUGE_PAGE,
+            _ => ranges.push((p * HUGE_PAGE, (p + 1) * HUGE_PAGE)),
         }
     }
     ranges
