@@ -19,9 +19,10 @@ if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sourc
     apt-get update -qq
 fi
 # What configure and the build need (the tarball ships bison/flex outputs; install them anyway
-# so that a patched grammar still builds), dpkg-dev for `apt-get source`, bolt-19 for run.sh.
+# so that a patched grammar still builds), dpkg-dev for `apt-get source`, bolt-19 and valgrind
+# (sim.py) for run.sh.
 need=""
-for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19; do
+for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19 valgrind; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 [ -z "$need" ] || apt-get install -y -qq $need >/dev/null
@@ -54,7 +55,16 @@ if [ ! -f config.status ]; then
         LDFLAGS="-Wl,--emit-relocs" >"$dir/build.log" 2>&1 ||
         { tail -30 "$dir/build.log"; exit 1; }
 fi
-# Only what the benchmark runs: the server, initdb, pg_ctl, pgbench and psql (libpq comes along).
+# Debian's patch points the server's module directory at the system's
+# /usr/lib/postgresql/15/lib; keep this build's modules (plpgsql, pg_prewarm) in its own prefix
+# so that installing it never overwrites the files of an installed postgresql-15 package.
+if grep -q '^override pkglibdir := /usr/lib/postgresql' src/Makefile.global; then
+    sed -i 's|^override pkglibdir := /usr/lib/postgresql.*|override pkglibdir := $(libdir)/postgresql|' \
+        src/Makefile.global
+    rm -f src/port/pg_config_paths.h # regenerated with the new directory
+fi
+# Only what the benchmark runs: the server, initdb, pg_ctl, pgbench and psql (libpq comes along),
+# and pg_prewarm, which loads the tables into shared_buffers at the start of every measured run.
 # run.sh relinks src/backend/postgres with other flags; link the default again first so that
 # the installed postgres is always the default build.
 rm -f src/backend/postgres
@@ -63,7 +73,7 @@ rm -f src/backend/postgres
         make -j2 -C src/backend install &&
         for d in src/interfaces/libpq src/bin/initdb src/bin/pg_ctl src/bin/pgbench src/bin/psql src/bin/scripts src/pl/plpgsql \
             src/bin/pg_config src/include src/port src/common src/timezone src/backend/snowball \
-            src/backend/utils/mb/conversion_procs; do
+            src/backend/utils/mb/conversion_procs contrib/pg_prewarm; do
             make -j2 -C "$d" install || exit 1
         done
 } >>"$dir/build.log" 2>&1 || { tail -30 "$dir/build.log"; exit 1; }

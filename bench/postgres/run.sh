@@ -14,21 +14,24 @@
 #      BOLT 19: -reorder-functions=cdsort alone, and with block reordering, splitting, -hugify
 #   5. per configuration: evict the binaries from the page cache, start it once to record
 #      AnonHugePages / FilePmdMapped and `hottext verify --pid`, then `hottext ab` against the
-#      default build, select-only and tpcb-like, 2 clients
-#   6. bench/postgres/RESULTS.part.md: the table (APPEND_RESULTS=1 also appends it to
+#      default build, select-only and tpcb-like, 2 clients (load.sh: pg_prewarm, pgbench with
+#      measured latencies, their 99th percentile); metrics tps, latency-ms, p99-ms
+#   6. sim.py: instructions, iTLB and i-cache misses per transaction of each layout, simulated
+#      by cachegrind (for machines without a PMU; SIMULATE=0 skips it)
+#   7. bench/postgres/RESULTS.part.md: the table (APPEND_RESULTS=1 also appends it to
 #      bench/RESULTS.md)
 #
 # Environment: BENCH_DIR (default /tmp/hottext-pg), SCALE (pgbench scale, default 10 = 160 MB),
-# RUNS (ab rounds, >= 6, default 6), DURATION (seconds a pgbench run, default 8),
+# RUNS (ab rounds, >= 6, default 10), DURATION (seconds a pgbench run, default 5),
 # RECORD_SECONDS (default 20), CPU (server CPU, default the last), CONFIGS (default all, in the
-# order below), WORKLOADS (default "select tpcb").
+# order below), WORKLOADS (default "select tpcb"), SIMULATE (1), SIM_TX (2000).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dir=${BENCH_DIR:-/tmp/hottext-pg}
 scale=${SCALE:-10}
-runs=${RUNS:-6}
-duration=${DURATION:-8}
+runs=${RUNS:-10}
+duration=${DURATION:-5}
 record_s=${RECORD_SECONDS:-20}
 cpu=${CPU:-$(($(nproc) - 1))}
 loadcpu=0
@@ -77,10 +80,8 @@ server_cmd() {
     echo "${env}exec setpriv --reuid=$user --regid=$user --clear-groups -- $dir/v/$1/bin/postgres -D $data"
 }
 pg_ready() { "$inst/bin/pg_isready" -q -h "$sock"; }
-load_cmd() {
-    local mode=""
-    [ "$1" = select ] && mode="-S"
-    echo "taskset -c $loadcpu $inst/bin/pgbench -n $mode -c 2 -j 2 -T $2 -h $sock -U postgres postgres"
+load_cmd() { # select|tpcb SECONDS: prewarm, pgbench, p99 (load.sh)
+    echo "bash $here/load.sh $inst/bin/pgbench $sock $1 $2 $loadcpu"
 }
 # Start a configuration in the background, pinned to $cpu; sets $server_pid (the postmaster).
 start_server() {
@@ -129,6 +130,7 @@ fi
 step "record the default build under load (hottext record, then perf without call chains for BOLT)"
 half=$(((record_s + 1) / 2))
 start_server default
+"$inst/bin/psql" -qAt -h "$sock" -U postgres postgres -c "CREATE EXTENSION IF NOT EXISTS pg_prewarm"
 sh -c "$(load_cmd select $((half + 3))); $(load_cmd tpcb $((half + 3)))" >"$out/record-load.log" 2>&1 &
 load=$!
 sleep 2
@@ -219,13 +221,24 @@ for c in $configs; do
         "$hottext" ab --runs "$runs" --warmup 1 --cpu "$cpu" \
             --server-a "$(server_cmd default)" --server-b "$(server_cmd "$c")" \
             --ready "$inst/bin/pg_isready -q -h $sock" --load "$(load_cmd "$w" "$duration")" \
-            --metric 'tps = ([0-9.]+)' --metric-name tps --higher-is-better \
+            --metric 'tps = ([0-9.]+)' --metric-name tps --higher-is-better tps \
+            --metric 'latency average = ([0-9.]+) ms' --metric-name latency-ms \
+            --metric 'latency p99 = ([0-9.]+) ms' --metric-name p99-ms \
             --json >"$out/ab-$c-$w.json" 2>"$out/ab-$c-$w.err" ||
             { tail -20 "$out/ab-$c-$w.err"; exit 1; }
         pgrep -f "$dir/v/.*/bin/postgres" >/dev/null &&
             { echo "bench-postgres: a postgres was left running after ab" >&2; exit 1; }
     done
 done
+
+if [ "${SIMULATE:-1}" = 1 ]; then
+    # Layouts only: c3-huge and whole-huge share c3's and the default's (see sim.py).
+    sim_configs="default"
+    for c in $configs; do case $c in c3-huge | whole-huge) ;; *) sim_configs="$sim_configs $c" ;; esac; done
+    step "simulated iTLB and i-cache misses under cachegrind: $sim_configs"
+    python3 "$here/sim.py" --dir "$dir" --configs "$sim_configs" --workloads "$workloads" \
+        --cpu "$cpu" --load-cpu "$loadcpu" --user "$user" --tx "${SIM_TX:-2000}"
+fi
 
 step "table"
 python3 "$here/table.py" --out-dir "$out" --configs "$configs" --workloads "$workloads" \

@@ -82,6 +82,13 @@ fn doubled_work_is_b_worse_with_an_interval_excluding_one() {
             "units=([0-9]+)",
             "--metric-name",
             "units",
+            "--higher-is-better",
+            "units",
+            // The same number again as a lower-is-better metric: directions are per metric.
+            "--metric",
+            "units=([0-9]+)",
+            "--metric-name",
+            "units-as-cost",
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -103,7 +110,14 @@ fn doubled_work_is_b_worse_with_an_interval_excluding_one() {
     assert_eq!(f(&units["comparison"]["median_a"]), 1.0);
     assert_eq!(f(&units["comparison"]["median_b"]), 2.0);
     assert_eq!(f(&units["comparison"]["ratio"]["median"]), 2.0);
-    assert_eq!(report["headline"], "units");
+    assert_eq!(units["comparison"]["verdict"], "b-better", "{units:#}");
+    let cost = row(&report, "units-as-cost");
+    assert_eq!(f(&cost["comparison"]["median_b"]), 2.0);
+    assert_eq!(cost["comparison"]["verdict"], "b-worse", "{cost:#}");
+    assert_eq!(
+        report["headline"], "units",
+        "the first --metric is the headline"
+    );
     if report["hardware_pmu"] == true {
         let instructions = row(&report, "instructions");
         assert_eq!(instructions["comparison"]["verdict"], "b-worse");
@@ -251,6 +265,40 @@ fn too_few_rounds_and_failing_commands_are_errors() {
         "{}",
         stderr(&out)
     );
+
+    // Metric names: one per --metric, unique, and --higher-is-better must name one of them.
+    let metric_args = |extra: &[&str]| {
+        let mut args = vec!["ab", "--runs", "6", "-a", "true", "-b", "true"];
+        args.extend_from_slice(&["--metric", "a=([0-9]+)", "--metric-name", "a"]);
+        args.extend_from_slice(extra);
+        hottext(&args, dir.path())
+    };
+    for (extra, expected) in [
+        (
+            &["--metric-name", "b"][..],
+            "2 --metric-name for 1 --metric",
+        ),
+        (
+            &["--higher-is-better", "tps"][..],
+            "no --metric is named that",
+        ),
+        (
+            &["--metric", "b=(1)", "--metric-name", "a"][..],
+            "given twice",
+        ),
+        (
+            &["--metric", "b=(1)", "--metric-name", "cycles"][..],
+            "a counted figure",
+        ),
+    ] {
+        let out = metric_args(extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(
+            stderr(&out).contains(expected),
+            "{extra:?}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 // ---- the service form ----

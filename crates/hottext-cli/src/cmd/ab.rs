@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use hottext::cpus;
 use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
+use hottext::measure::counts::METRICS;
 use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -46,6 +47,9 @@ use crate::output;
 ///   hottext ab --server-a './base --port 8080' --server-b './hot --port 8080' \
 ///       --ready 'curl -sf http://127.0.0.1:8080/' --load 'wrk -d10 http://127.0.0.1:8080/' \
 ///       --metric 'Requests/sec: *([0-9.]+)' --metric-name rps --higher-is-better
+///   hottext ab --server-a ... --server-b ... --ready ... --load 'pgbench -n -S -T 10 -P 60' \
+///       --metric 'tps = ([0-9.]+)' --metric-name tps --higher-is-better tps \
+///       --metric 'latency average = ([0-9.]+) ms' --metric-name latency-ms
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -90,20 +94,18 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     warmup: usize,
     /// A number each run prints (stdout, else stderr; of the load in the service form):
-    /// capture group 1 of this regular expression, e.g. 'tps=([0-9.]+)'.
+    /// capture group 1 of this regular expression, e.g. 'tps = ([0-9.]+)'. Repeat it for
+    /// several numbers (throughput and latency); the first is the headline.
     #[arg(long, value_name = "REGEX")]
-    metric: Option<String>,
-    /// The --metric's name in the report.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "metric",
-        requires = "metric"
-    )]
-    metric_name: String,
-    /// A higher --metric is better (throughput); without it lower is (latency).
-    #[arg(long, requires = "metric")]
-    higher_is_better: bool,
+    metric: Vec<String>,
+    /// The name of the --metric at the same position in the report (default: metric,
+    /// metric-2, ...).
+    #[arg(long, value_name = "NAME", requires = "metric")]
+    metric_name: Vec<String>,
+    /// A higher value is better (throughput) for the named --metric, or for every --metric
+    /// when no name is given; the others are better lower (latency). Repeatable.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, requires = "metric")]
+    higher_is_better: Option<Vec<String>>,
     /// Every run must print the same text for group 1 of this regular expression (e.g. a
     /// checksum); exit status 1 otherwise.
     #[arg(long, value_name = "REGEX")]
@@ -134,7 +136,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .counts
             .get(Counter::WallTime)
             .map_or(String::new(), |w| format!(" {w:.3} s"));
-        let metric = r.metric.map_or(String::new(), |m| format!(" metric {m}"));
+        let metric = match (r.metrics.first(), config.metrics.first()) {
+            (Some(value), Some(m)) => format!(" {} {value}", m.name),
+            _ => String::new(),
+        };
         let round = if r.warmup {
             format!("warm-up {}", r.round + 1)
         } else {
@@ -174,21 +179,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         Regex::new(pattern)
             .with_context(|| format!("{option} '{pattern}' is not a regular expression"))
     };
-    let metric = args
-        .metric
-        .as_deref()
-        .map(|p| -> anyhow::Result<ServiceMetric> {
-            Ok(ServiceMetric {
-                pattern: regex("--metric", p)?,
-                name: args.metric_name.clone(),
-                better: if args.higher_is_better {
-                    Better::Higher
-                } else {
-                    Better::Lower
-                },
-            })
-        })
-        .transpose()?;
+    let metrics = metrics(args, &regex)?;
     let expect_same = args
         .expect_same
         .as_deref()
@@ -231,9 +222,58 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         runs: args.runs,
         warmup: args.warmup,
         service,
-        metric,
+        metrics,
         expect_same,
     })
+}
+
+/// The --metric options with their names (by position) and directions.
+fn metrics(
+    args: &Args,
+    regex: &dyn Fn(&str, &str) -> anyhow::Result<Regex>,
+) -> anyhow::Result<Vec<ServiceMetric>> {
+    if args.metric_name.len() > args.metric.len() {
+        bail!(
+            "{} --metric-name for {} --metric: give one name per --metric, in the same order",
+            args.metric_name.len(),
+            args.metric.len()
+        );
+    }
+    let names: Vec<String> = (0..args.metric.len())
+        .map(|i| match args.metric_name.get(i) {
+            Some(name) => name.clone(),
+            None if i == 0 => "metric".to_string(),
+            None => format!("metric-{}", i + 1),
+        })
+        .collect();
+    let higher = args.higher_is_better.as_deref();
+    for name in higher.unwrap_or_default() {
+        if !names.contains(name) {
+            bail!(
+                "--higher-is-better {name}: no --metric is named that (names: {})",
+                names.join(", ")
+            );
+        }
+    }
+    let mut metrics = Vec::new();
+    for (pattern, name) in args.metric.iter().zip(&names) {
+        if metrics.iter().any(|m: &ServiceMetric| &m.name == name) {
+            bail!("--metric-name {name} is given twice; each --metric needs its own name");
+        }
+        if METRICS.iter().any(|m| m.key == name) || name == "server-cpu-time" {
+            bail!("--metric-name {name} is the name of a counted figure; choose another");
+        }
+        let better = match higher {
+            Some(names) if names.is_empty() || names.contains(name) => Better::Higher,
+            _ => Better::Lower,
+        };
+        metrics.push(ServiceMetric {
+            pattern: regex("--metric", pattern)?,
+            name: name.clone(),
+            better,
+        });
+    }
+    Ok(metrics)
 }
 
 fn progress_bar(runs: u64) -> ProgressBar {

@@ -7,7 +7,7 @@
 //!    always runs second.
 //! 3. Each run is counted by `perf stat`: a command and its children (`sh -c CMD`), or, for a
 //!    service, everything on the CPU the server is pinned to while the load command runs
-//!    (`-a -C N`). The server's CPU time comes from `/proc`; the service metric from the
+//!    (`-a -C N`). The server's CPU time comes from `/proc`; the service metrics from the
 //!    command's (or the load's) output.
 //! 4. Every metric present in every run is compared with [`stats::compare`]: medians of A and
 //!    B, the median of the per-round B/A ratios and its 95 % interval, and a verdict.
@@ -75,7 +75,9 @@ pub struct Config {
     pub runs: usize,
     pub warmup: usize,
     pub service: Option<Service>,
-    pub metric: Option<ServiceMetric>,
+    /// Numbers the runs print (throughput, latency percentiles), in report order; the first
+    /// is the headline. Names are unique.
+    pub metrics: Vec<ServiceMetric>,
     /// Every run's match (group 1) must be the same text, e.g. a checksum.
     pub expect_same: Option<Regex>,
 }
@@ -99,7 +101,8 @@ pub struct RunRecord {
     pub counts: Counts,
     /// Service form: CPU seconds of the server's process tree during the load.
     pub server_cpu_seconds: Option<f64>,
-    pub metric: Option<f64>,
+    /// The values of `Config::metrics`, in the same order.
+    pub metrics: Vec<f64>,
     pub same: Option<String>,
     /// Mean `scaling_cur_freq` of the counted CPUs when the run started, if sysfs has it.
     pub mhz: Option<f64>,
@@ -134,7 +137,7 @@ pub struct Report {
     pub hardware_pmu: bool,
     pub events: EventPlan,
     pub rows: Vec<Row>,
-    /// The row to judge by: the service metric, else cycles, else CPU time, else wall time.
+    /// The row to judge by: the first service metric, else cycles, else CPU time, else wall time.
     pub headline: Option<String>,
     /// Distinct `--expect-same` matches and how many runs printed each; more than one is a
     /// failed check.
@@ -259,7 +262,7 @@ impl Runner<'_> {
             side,
             counts: Counts::default(),
             server_cpu_seconds: None,
-            metric: None,
+            metrics: Vec::new(),
             same: None,
             mhz: None,
             server_killed: false,
@@ -351,7 +354,7 @@ impl Runner<'_> {
             pattern: pattern.as_str().to_string(),
             output: format!("{}{}", captured.stdout, captured.stderr),
         };
-        if let Some(metric) = &self.config.metric {
+        for metric in &self.config.metrics {
             let text = capture(&metric.pattern, captured)
                 .ok_or_else(|| no_match("--metric", &metric.pattern))?;
             let value = text
@@ -362,7 +365,7 @@ impl Runner<'_> {
                     run: id.label.clone(),
                     text: text.clone(),
                 })?;
-            record.metric = Some(value);
+            record.metrics.push(value);
         }
         if let Some(pattern) = &self.config.expect_same {
             let text =
@@ -474,8 +477,10 @@ fn report(
             _ => {}
         }
     };
-    if let Some(m) = &config.metric {
-        add(&m.name, &m.name, "", m.better, &|r| r.metric);
+    for (i, m) in config.metrics.iter().enumerate() {
+        add(&m.name, &m.name, "", m.better, &|r| {
+            r.metrics.get(i).copied()
+        });
     }
     for m in METRICS {
         add(m.key, m.label, m.unit, m.better, &|r| (m.value)(&r.counts));
@@ -590,8 +595,8 @@ fn report(
     }
 
     let headline = config
-        .metric
-        .as_ref()
+        .metrics
+        .first()
         .map(|m| m.name.as_str())
         .into_iter()
         .chain(["cycles", "server-cpu-time", "task-clock", "wall-time"])
