@@ -38,7 +38,7 @@ bench-profile:
 bench-hugify:
 	bash bench/hugify-cost/run.sh
 
-## bench-postgres: PostgreSQL 15 (Debian source) under pgbench, C3/PH/huge pages/BOLT (root, ~50 min).
+## bench-postgres: PostgreSQL 15 (Debian source) under pgbench, C3/PH/huge pages/BOLT (root, ~45 min).
 bench-postgres: build runtime
 	bash bench/postgres/run.sh
 

@@ -7,6 +7,9 @@
 # Output: $BENCH_DIR/src (the source tree, built), $BENCH_DIR/inst (make install prefix),
 #         $BENCH_DIR/build.log, $BENCH_DIR/build-seconds.
 set -euo pipefail
+# PostgreSQL builds its generated headers (lwlocknames.h, ...) only in a top-level make
+# (MAKELEVEL 0); under `make bench-postgres` this script is a sub-make's child, so forget that.
+unset MAKELEVEL MAKEFLAGS MFLAGS MAKEOVERRIDES
 dir=${BENCH_DIR:-/tmp/hottext-pg}
 mkdir -p "$dir"
 cd "$dir"
