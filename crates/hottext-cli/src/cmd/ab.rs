@@ -8,7 +8,6 @@ use anyhow::{bail, Context};
 use hottext::cpus;
 use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
-use hottext::measure::counts::METRICS;
 use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -260,7 +259,7 @@ fn metrics(
         if metrics.iter().any(|m: &ServiceMetric| &m.name == name) {
             bail!("--metric-name {name} is given twice; each --metric needs its own name");
         }
-        if METRICS.iter().any(|m| m.key == name) || name == "server-cpu-time" {
+        if ab::is_counted_key(name) {
             bail!("--metric-name {name} is the name of a counted figure; choose another");
         }
         let better = match higher {

@@ -59,6 +59,15 @@ pub struct Service {
     pub stop_timeout: Duration,
 }
 
+/// The report's key for the server's CPU time (service form).
+const SERVER_CPU_TIME: &str = "server-cpu-time";
+
+/// Whether `name` is the key of a figure `ab` counts itself, which a service metric's name
+/// must not shadow (report rows are looked up by key).
+pub fn is_counted_key(name: &str) -> bool {
+    name == SERVER_CPU_TIME || METRICS.iter().any(|m| m.key == name)
+}
+
 /// A number the command prints, e.g. its throughput: group 1 of `pattern` (or the whole match).
 #[derive(Debug, Clone)]
 pub struct ServiceMetric {
@@ -487,7 +496,7 @@ fn report(
     }
     if config.service.is_some() {
         add(
-            "server-cpu-time",
+            SERVER_CPU_TIME,
             "server CPU time",
             "s",
             Better::Lower,
@@ -599,7 +608,7 @@ fn report(
         .first()
         .map(|m| m.name.as_str())
         .into_iter()
-        .chain(["cycles", "server-cpu-time", "task-clock", "wall-time"])
+        .chain(["cycles", SERVER_CPU_TIME, "task-clock", "wall-time"])
         .find(|k| rows.iter().any(|r| r.key == *k))
         .map(str::to_string);
     let mut same_outputs = BTreeMap::new();
