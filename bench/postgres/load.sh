@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
 # The load of one measured run (run.sh passes it to `hottext ab --load`):
 #   load.sh PGBENCH SOCKET select|tpcb SECONDS CPU
-# Loads the tables into shared_buffers (pg_prewarm: every run starts a fresh server, and a cold
-# buffer pool would make the first seconds of each run a disk-cache benchmark), then runs
+# Loads the tables into shared_buffers (prewarm.sql), then runs
 # pgbench with 2 clients pinned to CPU and prints its report, whose "latency average" is
 # measured (progress reporting, -P, makes pgbench time every transaction instead of deriving
 # the average from tps), then "latency p99 = X ms" from its per-transaction log (--log).
 set -euo pipefail
 pgbench=$1 sock=$2 mode=$3 seconds=$4 cpu=$5
 psql=$(dirname "$pgbench")/psql
-taskset -c "$cpu" "$psql" -qAt -h "$sock" -U postgres postgres -c "SELECT sum(pg_prewarm(t)) FROM
-    unnest(array['pgbench_accounts', 'pgbench_accounts_pkey', 'pgbench_branches',
-                 'pgbench_tellers', 'pgbench_history']) AS t" >/dev/null
+taskset -c "$cpu" "$psql" -qAt -h "$sock" -U postgres postgres -f "$(dirname "$0")/prewarm.sql" >/dev/null
 flags=""
 [ "$mode" = select ] && flags="-S"
 tmp=$(mktemp -d)

@@ -143,9 +143,8 @@ def measure(config, mode, model, tx):
         else:
             fail(f"{config} under valgrind did not answer in 60 s; see {cg_dir}/server.log")
         before = files(cg_dir)
-        run([psql, "-qAt", "-h", sock, "-U", "postgres", "postgres", "-c",
-             "SELECT sum(pg_prewarm(t)) FROM unnest(array['pgbench_accounts', "
-             "'pgbench_accounts_pkey', 'pgbench_branches', 'pgbench_tellers']) AS t"])
+        run([psql, "-qAt", "-h", sock, "-U", "postgres", "postgres", "-f",
+             os.path.join(os.path.dirname(os.path.abspath(__file__)), "prewarm.sql")])
         backend_of(cg_dir, before)  # its file written, so that it is not taken for pgbench's
         counts = []
         for n in (SHORT, SHORT + tx):
@@ -170,7 +169,6 @@ for config in a.configs.split():
             d = measure(config, mode, model, tx)
             if d["Ir"] <= 0:
                 fail(f"{config}/{mode}/{model}: the longer run counted no more instructions")
-            result["instructions"] = d["Ir"]  # the last model's; table.py reports the spread
             result.setdefault("instructions_by_model", {})[model] = d["Ir"]
             result[f"{model}-misses"] = d["I1mr"]
             print(f"  sim {config} {mode} {model}: {d['Ir'] / tx:,.0f} instructions/tx, "
