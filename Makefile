@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test lint demo bench-order bench-profile bench-hugify bench-postgres clean
+.PHONY: all build runtime test lint demo setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres clean
 
 all: build runtime
 
@@ -14,18 +14,25 @@ build:
 runtime:
 	$(MAKE) --no-print-directory -C runtime
 
+## setup-*: install what a target needs on a fresh Debian 12 machine (quick when all is there).
+setup-demo setup-test setup-lint: setup-%:
+	bash scripts/setup.sh $*
+
 ## test: every test: the Rust workspace (real perf, real linkers) and the C runtime.
-test:
-	$(CARGO) test --workspace --locked
-	$(MAKE) --no-print-directory -C runtime test
+# Every part runs even when an earlier one fails, so one failure does not hide the others.
+test: setup-test
+	@status=0; \
+	$(CARGO) test --workspace --locked --no-fail-fast || status=1; \
+	$(MAKE) --no-print-directory -C runtime test || status=1; \
+	exit $$status
 
 ## lint: formatting and clippy with warnings as errors (the C code builds with -Werror).
-lint:
+lint: setup-lint
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 ## demo: build hottext and the demo service, profile it, relink with each linker, compare.
-demo: build
+demo: setup-demo build
 	bash examples/demo-service/demo.sh
 
 ## bench-*: benchmarks (not tests); results go to bench/RESULTS.md by hand.

@@ -50,6 +50,17 @@ pub struct Call {
     pub weight: u64,
 }
 
+/// Where in the caller a call sits: the byte offset of the call instruction from the caller's
+/// start, and how many samples saw a call from there. A caller may call one callee from several
+/// sites; the [`Call`] of the pair carries the sum of their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSite {
+    pub caller: FuncId,
+    pub callee: FuncId,
+    pub offset: u64,
+    pub weight: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Graph {
     /// `# key: value` header lines, in file order (build-id, sample kind, …).
@@ -57,6 +68,8 @@ pub struct Graph {
     pub funcs: Vec<Func>,
     /// At most one entry per (caller, callee) pair.
     pub calls: Vec<Call>,
+    /// Call sites, where the profile knows them (empty for profiles that predate them).
+    pub sites: Vec<CallSite>,
 }
 
 #[derive(Debug, thiserror::Error)]

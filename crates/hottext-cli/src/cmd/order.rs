@@ -51,7 +51,10 @@ pub struct Args {
     /// C3: stop growing a cluster past this many bytes (the paper's page size).
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
     merge_threshold: u64,
-    /// ranges: list at most this many 2 MiB pages (the CPU has few 2 MiB i-TLB entries).
+    /// ranges: list at most this many 2 MiB pages, hottest first. The default 8 is the smallest
+    /// first-level 2 MiB i-TLB of current x86 CPUs; this host's CPU is not read, because the
+    /// ranges run elsewhere: the runtime caps them again at its own CPU's count (CPUID) or at
+    /// HOTTEXT_MAX_PAGES.
     #[arg(long, value_name = "N", default_value_t = 8)]
     max_huge_pages: usize,
     /// Use the profile even though its build-id differs from the binary's.

@@ -5,7 +5,9 @@
 //! | ------------- | --------------------------------------- | -------------------------- |
 //! | GNU ld, lld   | [`Format::LdScript`] (`-Wl,-T,FILE`)    | the script itself          |
 //! | gold          | [`Format::GoldOrder`] (`--section-ordering-file`) | [`markers_object`] |
-//! | lld, mold     | [`Format::SymbolOrder`] (`--symbol-ordering-file`) | [`markers_object`] |
+//! | lld           | [`Format::SymbolOrder`] (`--symbol-ordering-file`) | [`markers_object`] |
+//!
+//! mold is not supported: Debian 12's mold 1.10 has no option that orders sections.
 //!
 //! Order files cannot define symbols or align anything, so the markers object supplies two
 //! empty sections: `.text.hottext.start` (2 MiB aligned, defines `__hot_start`) and
@@ -35,7 +37,7 @@ pub enum Format {
     LdScript,
     /// gold `--section-ordering-file`.
     GoldOrder,
-    /// lld / mold `--symbol-ordering-file`.
+    /// lld `--symbol-ordering-file`.
     SymbolOrder,
 }
 
