@@ -9,9 +9,14 @@
 #   3. record the server (pinned to CPU $CPU) under select-only then tpcb-like load with
 #      `hottext record --cpu`, profile, order with C3 and Pettis-Hansen; a second recording
 #      without call chains for BOLT (perf2bolt cannot read -g profiles)
-#   4. relink `postgres` from the same objects: control (no order), ph, c3, c3 + -lhottext_auto;
+#   4. relink `postgres` from the same objects: control (no order), ph, c3, cdsort, c3 +
+#      -lhottext_auto;
 #      the default build with the preload runtime mapping its whole text (HOTTEXT_WHOLE_TEXT=1);
-#      BOLT 19: -reorder-functions=cdsort alone, and with block reordering, splitting, -hugify
+#      BOLT 19: -reorder-functions=cdsort alone, and with block reordering, splitting, -hugify.
+#      Where BOLT's lead comes from (not in the default CONFIGS): BOLT rewriting the code with no
+#      reordering (bolt-none), BOLT's order keeping the nops (bolt-keepnops), lld with no order
+#      (lld-control) and lld ordering our profile's call edges itself (lld-cdsort, lld-hfsort),
+#      and C3 with every hot function on a 64 B boundary (c3-align64)
 #   5. per configuration: evict the binaries from the page cache, start it once to record
 #      AnonHugePages / FilePmdMapped and `hottext verify --pid`, then `hottext ab` against the
 #      default build, select-only and tpcb-like, 2 clients (load.sh: pg_prewarm, pgbench with
@@ -23,8 +28,10 @@
 #
 # Environment: BENCH_DIR (default /tmp/hottext-pg), SCALE (pgbench scale, default 10 = 160 MB),
 # RUNS (ab rounds, >= 6, default 10), DURATION (seconds a pgbench run, default 5),
-# RECORD_SECONDS (default 20), CPU (server CPU, default the last), CONFIGS (default all, in the
-# order below), WORKLOADS (default "select tpcb"), SIMULATE (1), SIM_TX (2000).
+# RECORD_SECONDS (default 20), CPU (server CPU, default the last), CONFIGS (default all but the
+# decomposition ones, in the order below), WORKLOADS (default "select tpcb"), MEASURE (1; 0 skips
+# the timed `hottext ab` runs, e.g. for a simulation-only run on a busy machine), SIMULATE (1),
+# SIM_TX (2000).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -35,7 +42,7 @@ duration=${DURATION:-5}
 record_s=${RECORD_SECONDS:-20}
 cpu=${CPU:-$(($(nproc) - 1))}
 loadcpu=0
-configs=${CONFIGS:-control ph c3 c3-huge whole-huge bolt-fn bolt-full}
+configs=${CONFIGS:-control ph c3 cdsort c3-huge whole-huge bolt-fn bolt-full}
 workloads=${WORKLOADS:-select tpcb}
 export BENCH_DIR=$dir
 hottext=$root/target/release/hottext
@@ -45,6 +52,7 @@ data=$dir/data
 sock=$dir/sock
 out=$dir/out
 bolt_bin=/usr/lib/llvm-19/bin
+lld_flags="-fuse-ld=lld -B/usr/lib/llvm-19/bin"
 user=${PG_USER:-hottext-pg}
 mkdir -p "$out" "$sock"
 # PostgreSQL refuses to run as root: an unprivileged user owns the cluster and the socket.
@@ -148,6 +156,10 @@ step "profile and order"
 "$hottext" profile "$out/perf.data" --binary "$v/bin/postgres" -o "$out/postgres.profile"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --format ld-script -o "$out/c3.ld"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --algorithm ph --format ld-script -o "$out/ph.ld"
+"$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --algorithm cdsort --format ld-script -o "$out/cdsort.ld"
+"$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --format lld-cgprofile -o "$out/cg.txt"
+# Every hot function on a cache-line start: the C3 script with an ALIGN before each pattern.
+sed 's/^    \*(/    . = ALIGN(64);\n    *(/' "$out/c3.ld" >"$out/c3-align64.ld"
 
 # ---- relinks ------------------------------------------------------------------------------
 relink() { # NAME LDFLAGS_EX
@@ -171,9 +183,14 @@ for c in $configs; do
         control) relink control "" ;;
         ph) relink ph "-Wl,-T,$out/ph.ld" ;;
         c3) relink c3 "-Wl,-T,$out/c3.ld" ;;
+        cdsort) relink cdsort "-Wl,-T,$out/cdsort.ld" ;;
         c3-huge) relink c3-huge "-Wl,-T,$out/c3.ld -L$root/runtime/build/lib -lhottext_auto" ;;
+        c3-align64) relink c3-align64 "-Wl,-T,$out/c3-align64.ld" ;;
+        lld-control) relink lld-control "$lld_flags" ;;
+        lld-cdsort) relink lld-cdsort "$lld_flags -Wl,--call-graph-ordering-file=$out/cg.txt -Wl,--call-graph-profile-sort=cdsort" ;;
+        lld-hfsort) relink lld-hfsort "$lld_flags -Wl,--call-graph-ordering-file=$out/cg.txt -Wl,--call-graph-profile-sort=hfsort" ;;
         whole-huge) cp "$v/bin/postgres" "$(variant_dir whole-huge)/bin/postgres" ;;
-        bolt-fn | bolt-full)
+        bolt-fn | bolt-full | bolt-none | bolt-keepnops)
             if [ ! -f "$out/bolt.fdata" ]; then
                 # The suffixed perf2bolt-19 did not convert a profile here; this one does.
                 "$bolt_bin/perf2bolt" -nl -p "$out/bolt.data" -o "$out/bolt.fdata" "$v/bin/postgres" \
@@ -181,6 +198,10 @@ for c in $configs; do
             fi
             if [ "$c" = bolt-fn ]; then
                 bolt bolt-fn -reorder-functions=cdsort -skip-funcs=ExecInterpExpr/1
+            elif [ "$c" = bolt-none ]; then
+                bolt bolt-none -reorder-functions=none -skip-funcs=ExecInterpExpr/1
+            elif [ "$c" = bolt-keepnops ]; then
+                bolt bolt-keepnops -reorder-functions=cdsort -keep-nops -skip-funcs=ExecInterpExpr/1
             else
                 # ExecInterpExpr (computed gotos) stops BOLT 19 here, with either option set and
                 # depending on the profile: "unable to get new address corresponding to input
@@ -191,7 +212,7 @@ for c in $configs; do
             ;;
         *) echo "bench-postgres: unknown configuration $c" >&2; exit 2 ;;
     esac
-    case $c in ph | c3 | c3-huge) "$hottext" verify --binary "$dir/v/$c/bin/postgres" >"$out/verify-$c.txt" || true ;; esac
+    case $c in ph | c3 | cdsort | c3-huge | c3-align64) "$hottext" verify --binary "$dir/v/$c/bin/postgres" >"$out/verify-$c.txt" || true ;; esac
 done
 
 # ---- measurements -------------------------------------------------------------------------
@@ -207,6 +228,7 @@ EOF
 machine="$(nproc) vCPUs $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(free -g | awk '/^Mem:/ {print $2}') GiB, $(. /etc/os-release && echo "$PRETTY_NAME"), Linux $(uname -r), THP $(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/enabled)"
 echo "$machine" >"$out/machine.txt"
 for c in $configs; do
+    [ "${MEASURE:-1}" = 1 ] || break
     step "$c against default"
     evict "$dir/v/default/bin/postgres" "$dir/v/$c/bin/postgres"
     # huge pages of the text: one start with a short load, then smaps_rollup of the postmaster

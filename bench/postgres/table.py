@@ -26,6 +26,13 @@ WHAT = {
     "whole-huge": "default build, whole text on huge pages (LD_PRELOAD, HOTTEXT_WHOLE_TEXT=1)",
     "bolt-fn": "BOLT 19 `-reorder-functions=cdsort` (perf2bolt -nl)",
     "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split + `-hugify`",
+    "cdsort": "hottext `--algorithm cdsort` (ld script)",
+    "bolt-none": "BOLT 19 `-reorder-functions=none` (code rewritten, not reordered)",
+    "bolt-keepnops": "BOLT 19 `-reorder-functions=cdsort -keep-nops`",
+    "lld-control": "relinked with lld 19, no order",
+    "lld-cdsort": "lld 19 `--call-graph-profile-sort=cdsort` on our profile's call edges",
+    "lld-hfsort": "lld 19 `--call-graph-profile-sort=hfsort` on our profile's call edges",
+    "c3-align64": "C3 (ld script), every hot function 64 B aligned",
 }
 NAMES = {"select": "select-only (-S)", "tpcb": "tpcb-like"}
 CLIENTS = 2

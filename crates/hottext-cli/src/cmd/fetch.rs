@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long, value_name = "PERCENT", default_value_t = 50.0)]
     min_matched: f64,
     /// C3: stop growing a cluster past this many bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
+    #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
     /// Print what was fetched as JSON on stdout.
     #[arg(long)]
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
     let Some(format) = args.format.link_format() else {
-        anyhow::bail!("fetch writes linker input; for ranges run `hottext order --format ranges` on the fetched profile");
+        anyhow::bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
     };
     let fetched = fetch(
         &args.meta,
@@ -119,9 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let (ordered, origin): (Vec<Entry>, String) = match &fetched {
         Some(f) => {
-            let params = Params {
-                merge_threshold: args.merge_threshold,
-            };
+            let mut params = Params::default();
+            params.c3.merge_threshold = args.merge_threshold;
             let ids = order(&f.graph, Algorithm::C3, &params);
             let entries = ids
                 .iter()

@@ -25,17 +25,22 @@ pub enum FormatArg {
     LldOrder,
     /// Hottest 2 MiB ranges of the unmodified binary, for the LD_PRELOAD runtime (order only)
     Ranges,
+    /// The call edges for lld's own ordering, -Wl,--call-graph-ordering-file=FILE with
+    /// --call-graph-profile-sort=cdsort or hfsort: no markers, for comparing lld's orders
+    /// (order only)
+    LldCgprofile,
 }
 
 impl FormatArg {
-    /// The linker input this format names; `None` for `ranges`, which is no linker input.
+    /// The order file this format names; `None` for `ranges` and `lld-cgprofile`, which are no
+    /// order (the verb writes them itself).
     pub fn link_format(self) -> Option<Format> {
         match self {
             FormatArg::List => Some(Format::List),
             FormatArg::LdScript => Some(Format::LdScript),
             FormatArg::GoldOrder => Some(Format::GoldOrder),
             FormatArg::LldOrder => Some(Format::SymbolOrder),
-            FormatArg::Ranges => None,
+            FormatArg::Ranges | FormatArg::LldCgprofile => None,
         }
     }
 }

@@ -11,7 +11,7 @@ use hottext::binary::{Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Placement};
 use hottext::layout::{order, Algorithm, Params};
-use hottext::link::{emit, markers_object, Entry};
+use hottext::link::{emit, markers_object, write_call_graph_profile, Entry};
 use serde::Serialize;
 
 use super::FormatArg;
@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.o")]
     markers: Option<PathBuf>,
     /// C3: stop growing a cluster past this many bytes (the paper's page size).
-    #[arg(long, value_name = "BYTES", default_value_t = Params::default().merge_threshold)]
+    #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
     /// ranges: list at most this many 2 MiB pages, hottest first. The default 8 is the smallest
     /// first-level 2 MiB i-TLB of current x86 CPUs; this host's CPU is not read, because the
@@ -71,11 +71,14 @@ enum AlgorithmArg {
     C3,
     /// Pettis-Hansen
     Ph,
+    /// Cache-directed sort (LLVM's CDSort), with the profile's call sites
+    Cdsort,
 }
 
 #[derive(Serialize)]
 struct Summary<'a> {
     algorithm: &'a str,
+    params: &'a Params,
     functions_ordered: usize,
     functions_missing_in_binary: Vec<&'a str>,
     ordered: Metrics,
@@ -99,10 +102,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (algorithm, name) = match args.algorithm {
         AlgorithmArg::C3 => (Algorithm::C3, "c3"),
         AlgorithmArg::Ph => (Algorithm::PettisHansen, "ph"),
+        AlgorithmArg::Cdsort => (Algorithm::Cdsort, "cdsort"),
     };
-    let params = Params {
-        merge_threshold: args.merge_threshold,
-    };
+    let mut params = Params::default();
+    params.c3.merge_threshold = args.merge_threshold;
     let ordered = order(&graph, algorithm, &params);
 
     // Functions the binary lacks are named, then left out of the linker input.
@@ -134,6 +137,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let Some(format) = args.format.link_format() else {
+        if args.format == FormatArg::LldCgprofile {
+            return write_cgprofile(&args, &graph, addresses.as_ref());
+        }
         return write_ranges(&args, &graph, binary.as_ref(), addresses.as_ref());
     };
     let entries: Vec<Entry> = kept
@@ -164,6 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let summary = Summary {
         algorithm: name,
+        params: &params,
         functions_ordered: kept.len(),
         functions_missing_in_binary: missing,
         ordered: measure(&graph, &place_in_order(&graph, &kept)),
@@ -173,6 +180,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output::json(&summary)?;
     } else {
         print_summary(&summary)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--format lld-cgprofile`: the call edges among the functions the binary has (all of them
+/// without --binary), for lld to order by itself.
+fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<ExitCode> {
+    let keep = |f: FuncId| at.is_none_or(|at| at[f as usize].is_some());
+    match &args.output {
+        Some(path) => {
+            let mut out = BufWriter::new(
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            );
+            write_call_graph_profile(graph, keep, &mut out)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        None => write_call_graph_profile(graph, keep, &mut std::io::stdout().lock())?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,8 +4,15 @@
 //! look-ups happen elsewhere.
 
 mod c3;
+mod cdsort;
 pub mod metrics;
 mod pettis_hansen;
+mod queue;
+
+use serde::Serialize;
+
+pub use c3::C3Params;
+pub use cdsort::CdsortParams;
 
 use crate::graph::{FuncId, Graph};
 
@@ -15,31 +22,28 @@ pub enum Algorithm {
     C3,
     /// Pettis-Hansen (section 5.1), for comparison.
     PettisHansen,
+    /// Cache-directed sort (LLVM's CDSort): merges scored by call distance, with the real call
+    /// sites where the profile has them, and by i-TLB density.
+    Cdsort,
 }
 
-/// The thresholds of the algorithms, each with the paper's default.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The thresholds of the algorithms, each with its source's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Params {
-    /// C3 stops growing a cluster once it is larger than this many bytes. The paper uses the
-    /// page size (4 KiB): a larger cluster no longer fits a page, so merging gains nothing.
-    pub merge_threshold: u64,
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            merge_threshold: 4096,
-        }
-    }
+    pub c3: C3Params,
+    pub cdsort: CdsortParams,
 }
 
 /// Every function of the graph, in layout order.
 pub fn order(graph: &Graph, algorithm: Algorithm, params: &Params) -> Vec<FuncId> {
     match algorithm {
-        Algorithm::C3 => c3::order(graph, params),
+        Algorithm::C3 => c3::order(graph, &params.c3),
         Algorithm::PettisHansen => pettis_hansen::order(graph),
+        Algorithm::Cdsort => cdsort::order(graph, &params.cdsort),
     }
 }
 
+#[cfg(test)]
+mod cdsort_tests;
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,11 @@
 //! Hand-written graphs with the expected order, one rule a test.
 
 use super::metrics::{hot_ranges, measure, place_in_order};
-use super::{order, Algorithm, Params};
+use super::{order, Algorithm, C3Params, Params};
 use crate::graph::{Graph, GraphBuilder};
 
 /// Builds a graph from `(name, size, samples)` functions and `(caller, callee, weight)` calls.
-fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
+pub(super) fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
     let mut b = GraphBuilder::default();
     for &(name, size, samples) in funcs {
         let id = b.func(name, size);
@@ -18,15 +18,19 @@ fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
     b.finish()
 }
 
-fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
-    order(g, algorithm, &Params::default())
+pub(super) fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
+    names_with(g, algorithm, &Params::default())
+}
+
+pub(super) fn names_with(g: &Graph, algorithm: Algorithm, params: &Params) -> Vec<String> {
+    order(g, algorithm, params)
         .into_iter()
         .map(|f| g.funcs[f as usize].name.clone())
         .collect()
 }
 
 /// Figure 2 of the hfsort paper.
-fn figure2() -> Graph {
+pub(super) fn figure2() -> Graph {
     graph(
         &[
             ("A", 100, 0),
@@ -86,11 +90,88 @@ fn c3_does_not_grow_a_cluster_past_the_merge_threshold() {
     let merged = order(
         &g,
         Algorithm::C3,
-        &Params {
-            merge_threshold: 10_000,
-        },
+        &c3_params(|p| p.merge_threshold = 10_000),
     );
     assert_eq!(merged, [0, 1]);
+}
+
+/// The default parameters with one C3 threshold changed.
+fn c3_params(change: impl FnOnce(&mut C3Params)) -> Params {
+    let mut params = Params::default();
+    change(&mut params.c3);
+    params
+}
+
+/// A callee with `callers` callers of 10 calls each, and a denser bystander: the callee joins
+/// the first caller (and follows it) only if that caller's 10 calls are at least 10 % of all.
+fn callee_with_callers(callers: usize) -> Graph {
+    let names: Vec<String> = (0..callers).map(|i| format!("caller{i}")).collect();
+    let mut funcs: Vec<(&str, u64, u64)> = vec![("callee", 100, 1), ("bystander", 100, 5)];
+    funcs.extend(names.iter().map(|n| (n.as_str(), 100, 10)));
+    let calls: Vec<(&str, &str, u64)> = names.iter().map(|n| (n.as_str(), "callee", 10)).collect();
+    graph(&funcs, &calls)
+}
+
+#[test]
+fn c3_callee_stays_alone_when_caller_arc_is_under_10_percent() {
+    // 11 callers: each arc is 10/110 < 10 %, so the callee keeps its own (least dense) cluster.
+    let got = names(&callee_with_callers(11), Algorithm::C3);
+    assert_eq!(got.last().map(String::as_str), Some("callee"), "{got:?}");
+}
+
+#[test]
+fn c3_callee_joins_caller_whose_arc_carries_exactly_10_percent() {
+    let got = names(&callee_with_callers(10), Algorithm::C3);
+    let at = |n: &str| got.iter().position(|g| g == n);
+    assert_eq!(at("callee"), at("caller0").map(|i| i + 1), "{got:?}");
+    // The share is a parameter: at 11 % the same arc is too weak.
+    let stricter = c3_params(|p| p.min_caller_share_percent = 11);
+    let got = names_with(&callee_with_callers(10), Algorithm::C3, &stricter);
+    assert_eq!(got.last().map(String::as_str), Some("callee"), "{got:?}");
+}
+
+/// A dense caller of a sparse callee, and a bystander whose density lies between theirs and
+/// the merged cluster's: where the bystander lands tells whether the merge happened.
+fn dense_caller_sparse_callee(callee_size: u64) -> Graph {
+    graph(
+        &[
+            ("caller", 100, 800),
+            ("callee", callee_size, 0),
+            ("bystander", 100, 150),
+        ],
+        &[("caller", "callee", 5)],
+    )
+}
+
+#[test]
+fn c3_does_not_merge_when_density_would_drop_more_than_8x() {
+    // 800/100 = 8 per byte; merged with 800 cold bytes: 800/900, 9x less dense.
+    let g = dense_caller_sparse_callee(800);
+    assert_eq!(names(&g, Algorithm::C3), ["caller", "bystander", "callee"]);
+    // With 700 cold bytes the merged density is exactly 8x lower: allowed.
+    let g = dense_caller_sparse_callee(700);
+    assert_eq!(names(&g, Algorithm::C3), ["bystander", "caller", "callee"]);
+}
+
+#[test]
+fn c3_does_not_merge_past_the_maximum_cluster_size() {
+    // The merge threshold is lifted so that only the 1 MiB cap applies; the callee is denser,
+    // so apart it goes first and merged it follows its caller.
+    let lifted = c3_params(|p| p.merge_threshold = u64::MAX);
+    let pair = |callee_size: u64| {
+        graph(
+            &[("caller", 600 << 10, 600), ("callee", callee_size, 1000)],
+            &[("caller", "callee", 50)],
+        )
+    };
+    assert_eq!(
+        names_with(&pair(500 << 10), Algorithm::C3, &lifted),
+        ["callee", "caller"]
+    );
+    assert_eq!(
+        names_with(&pair(400 << 10), Algorithm::C3, &lifted),
+        ["caller", "callee"]
+    );
 }
 
 #[test]
@@ -138,7 +219,7 @@ fn pettis_hansen_merges_heaviest_edge_first_ignoring_direction() {
 #[test]
 fn orders_are_deterministic_and_complete() {
     let g = figure2();
-    for algorithm in [Algorithm::C3, Algorithm::PettisHansen] {
+    for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {
         let a = order(&g, algorithm, &Params::default());
         let mut sorted = a.clone();
         sorted.sort_unstable();

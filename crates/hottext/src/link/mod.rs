@@ -7,7 +7,8 @@
 //! | gold          | [`Format::GoldOrder`] (`--section-ordering-file`) | [`markers_object`] |
 //! | lld           | [`Format::SymbolOrder`] (`--symbol-ordering-file`) | [`markers_object`] |
 //!
-//! mold is not supported: Debian 12's mold 1.10 has no option that orders sections.
+//! mold is not supported: Debian 12's mold 1.10 has no option that orders sections. lld can also
+//! order by itself from the call edges ([`write_call_graph_profile`]); that gives no markers.
 //!
 //! Order files cannot define symbols or align anything, so the markers object supplies two
 //! empty sections: `.text.hottext.start` (2 MiB aligned, defines `__hot_start`) and
@@ -16,8 +17,10 @@
 //! All inputs assume objects compiled with `-ffunction-sections`, so that every function has an
 //! input section of its own named after it.
 
+mod call_graph_profile;
 mod markers;
 
+pub use call_graph_profile::write_call_graph_profile;
 pub use markers::markers_object;
 
 use std::io::{self, Write};
