@@ -22,10 +22,10 @@ if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sourc
     apt-get update -qq
 fi
 # What configure and the build need (the tarball ships bison/flex outputs; install them anyway
-# so that a patched grammar still builds), dpkg-dev for `apt-get source`, bolt-19 and valgrind
-# (sim.py) for run.sh.
+# so that a patched grammar still builds), dpkg-dev for `apt-get source`, and for run.sh bolt-19,
+# lld-19 (the lld-* configurations) and valgrind (sim.py).
 need=""
-for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19 valgrind; do
+for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19 lld-19 valgrind; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 [ -z "$need" ] || apt-get install -y -qq $need >/dev/null

@@ -14,7 +14,9 @@
 #      the default build with the preload runtime mapping its whole text (HOTTEXT_WHOLE_TEXT=1);
 #      BOLT 19: -reorder-functions=cdsort alone, and with block reordering, splitting, -hugify.
 #      Where BOLT's lead comes from (not in the default CONFIGS): BOLT rewriting the code with no
-#      reordering (bolt-none), BOLT's order keeping the nops (bolt-keepnops), lld with no order
+#      reordering (bolt-none; bolt-none-noalign without its 64 B function alignment;
+#      bolt-none-nopasses without the passes that delete code), BOLT's order keeping the nops
+#      (bolt-keepnops), lld with no order
 #      (lld-control) and lld ordering our profile's call edges itself (lld-cdsort, lld-hfsort),
 #      and C3 with every hot function on a 64 B boundary (c3-align64)
 #   5. per configuration: evict the binaries from the page cache, start it once to record
@@ -190,7 +192,7 @@ for c in $configs; do
         lld-cdsort) relink lld-cdsort "$lld_flags -Wl,--call-graph-ordering-file=$out/cg.txt -Wl,--call-graph-profile-sort=cdsort" ;;
         lld-hfsort) relink lld-hfsort "$lld_flags -Wl,--call-graph-ordering-file=$out/cg.txt -Wl,--call-graph-profile-sort=hfsort" ;;
         whole-huge) cp "$v/bin/postgres" "$(variant_dir whole-huge)/bin/postgres" ;;
-        bolt-fn | bolt-full | bolt-none | bolt-keepnops)
+        bolt-fn | bolt-full | bolt-none | bolt-keepnops | bolt-none-noalign | bolt-none-nopasses)
             if [ ! -f "$out/bolt.fdata" ]; then
                 # The suffixed perf2bolt-19 did not convert a profile here; this one does.
                 "$bolt_bin/perf2bolt" -nl -p "$out/bolt.data" -o "$out/bolt.fdata" "$v/bin/postgres" \
@@ -200,6 +202,15 @@ for c in $configs; do
                 bolt bolt-fn -reorder-functions=cdsort -skip-funcs=ExecInterpExpr/1
             elif [ "$c" = bolt-none ]; then
                 bolt bolt-none -reorder-functions=none -skip-funcs=ExecInterpExpr/1
+            elif [ "$c" = bolt-none-noalign ]; then
+                # Functions start wherever the previous one ends, as the linker packed them.
+                bolt bolt-none-noalign -reorder-functions=none -align-functions=1 \
+                    -align-functions-max-bytes=0 -skip-funcs=ExecInterpExpr/1
+            elif [ "$c" = bolt-none-nopasses ]; then
+                # No rewriting pass that removes instructions or blocks: what is left is BOLT
+                # re-emitting the code (its own alignment, no gcc padding, short branches).
+                bolt bolt-none-nopasses -reorder-functions=none -simplify-conditional-tail-calls=0 \
+                    -eliminate-unreachable=0 -strip-rep-ret=0 -peepholes=none -skip-funcs=ExecInterpExpr/1
             elif [ "$c" = bolt-keepnops ]; then
                 bolt bolt-keepnops -reorder-functions=cdsort -keep-nops -skip-funcs=ExecInterpExpr/1
             else

@@ -28,6 +28,8 @@ WHAT = {
     "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split + `-hugify`",
     "cdsort": "hottext `--algorithm cdsort` (ld script)",
     "bolt-none": "BOLT 19 `-reorder-functions=none` (code rewritten, not reordered)",
+    "bolt-none-noalign": "BOLT 19 `-reorder-functions=none`, functions not aligned",
+    "bolt-none-nopasses": "BOLT 19 `-reorder-functions=none`, no code-deleting passes",
     "bolt-keepnops": "BOLT 19 `-reorder-functions=cdsort -keep-nops`",
     "lld-control": "relinked with lld 19, no order",
     "lld-cdsort": "lld 19 `--call-graph-profile-sort=cdsort` on our profile's call edges",

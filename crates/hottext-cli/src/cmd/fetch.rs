@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::layout::{order, Algorithm, Params};
-use hottext::link::{emit, markers_object, Entry};
+use hottext::link::{emit, is_split_cold_part, markers_object, Alignment, Entry};
 use hottext::pipeline::fetch::{fetch, FetchError};
 use hottext::store::meta::write_atomic;
 use serde::Serialize;
@@ -124,9 +124,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let ids = order(&f.graph, Algorithm::C3, &params);
             let entries = ids
                 .iter()
+                .filter(|&&id| !is_split_cold_part(&f.graph.funcs[id as usize].name))
                 .map(|&id| Entry {
                     name: &f.graph.funcs[id as usize].name,
                     aliases: &f.graph.funcs[id as usize].aliases,
+                    size: f.graph.funcs[id as usize].size,
                 })
                 .collect();
             (
@@ -137,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => (vec![], "NO PROFILE: unoptimised build".to_string()),
     };
     let mut text = Vec::new();
-    emit(format, &ordered, &origin, &mut text)?;
+    emit(format, &ordered, Alignment::AsCompiled, &origin, &mut text)?;
     write_atomic(&args.output, &text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     if let Some(path) = &args.markers {

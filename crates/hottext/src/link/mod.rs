@@ -18,14 +18,16 @@
 //! input section of its own named after it.
 
 mod call_graph_profile;
+mod ld_script;
 mod markers;
 
 pub use call_graph_profile::write_call_graph_profile;
+pub use ld_script::Alignment;
 pub use markers::markers_object;
 
 use std::io::{self, Write};
 
-use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
+use crate::binary::{symbol_of, HOT_END, HOT_START};
 
 /// Section that holds `__hot_start` in the markers object.
 pub const START_SECTION: &str = ".text.hottext.start";
@@ -49,13 +51,21 @@ impl Format {
     pub fn needs_markers_object(self) -> bool {
         matches!(self, Format::GoldOrder | Format::SymbolOrder)
     }
+
+    /// Whether the format can align functions ([`Alignment`]) and place namesakes one by one:
+    /// order files only order sections, and name them without the object they come from.
+    pub fn places_individually(self) -> bool {
+        self == Format::LdScript
+    }
 }
 
-/// A function to place: its profile name and the other symbols at its address.
+/// A function to place: its profile name, the other symbols at its address, and its size in
+/// the profiled binary (0 if unknown).
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {
     pub name: &'a str,
     pub aliases: &'a [String],
+    pub size: u64,
 }
 
 impl Entry<'_> {
@@ -65,11 +75,13 @@ impl Entry<'_> {
     }
 }
 
-/// Writes `entries` in `format`. `origin` (what produced the order) goes into a comment where
-/// the format has comments.
+/// Writes `entries` in `format`, aligned as `alignment` says where the format can
+/// ([`Format::places_individually`]). `origin` (what produced the order) goes into a comment
+/// where the format has comments.
 pub fn emit(
     format: Format,
     entries: &[Entry],
+    alignment: Alignment,
     origin: &str,
     out: &mut dyn Write,
 ) -> io::Result<()> {
@@ -79,7 +91,7 @@ pub fn emit(
                 writeln!(out, "{}", e.name)?;
             }
         }
-        Format::LdScript => ld_script(entries, origin, out)?,
+        Format::LdScript => ld_script::write(entries, alignment, origin, out)?,
         Format::GoldOrder => {
             writeln!(out, "{START_SECTION}")?;
             for section in unique(
@@ -103,40 +115,28 @@ pub fn emit(
     out.flush()
 }
 
-fn ld_script(entries: &[Entry], origin: &str, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "/* hottext hot-text layout: {} functions, {origin}.",
-        entries.len()
-    )?;
-    writeln!(
-        out,
-        "   Link -ffunction-sections objects with -Wl,-T,<this file> (GNU ld or lld). */"
-    )?;
-    writeln!(
-        out,
-        "SECTIONS\n{{\n  .text.hot : ALIGN({HUGE_PAGE:#x})\n  {{\n    {HOT_START} = .;"
-    )?;
-    for e in entries {
-        let patterns: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
-        writeln!(out, "    *({})", patterns.join(" "))?;
-    }
-    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
-}
-
 /// Input sections that can hold `symbol` under `-ffunction-sections`: the plain one, and the
-/// prefixed ones GCC uses for `hot` attributes and for `main` and other start-up code. A `.cold`
-/// part split off by GCC lives in `.text.unlikely.<parent>`.
+/// prefixed ones GCC uses for `hot` attributes and for `main` and other start-up code. (A part
+/// split off as `.cold` lives in `.text.unlikely.<parent>`; it never enters the hot range, see
+/// [`is_split_cold_part`].)
 fn sections_of(symbol: &str) -> Vec<String> {
-    let mut out = vec![
+    vec![
         format!(".text.{symbol}"),
         format!(".text.hot.{symbol}"),
         format!(".text.startup.{symbol}"),
-    ];
-    if let Some(parent) = symbol.strip_suffix(".cold") {
-        out.push(format!(".text.unlikely.{parent}"));
-    }
-    out
+    ]
+}
+
+/// Whether `name` is a part GCC split off a function as unlikely to run (`foo.cold`,
+/// `foo.cold.3`, in `.text.unlikely.foo`). Such parts stay out of the hot range even when a
+/// sample hit them: the compiler moved them out of the way, and in the hot range each one
+/// would spread its rare bytes between the hot ones.
+pub fn is_split_cold_part(name: &str) -> bool {
+    let symbol = symbol_of(name);
+    symbol.ends_with(".cold")
+        || symbol
+            .rsplit_once(".cold.")
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Keeps the first occurrence of each item, in order.
@@ -155,14 +155,16 @@ mod tests {
             Entry {
                 name: "f",
                 aliases: &aliases,
+                size: 0,
             },
             Entry {
                 name: "g;a.c",
                 aliases: &[],
+                size: 0,
             },
         ];
         let mut out = Vec::new();
-        emit(format, &entries, "test", &mut out).unwrap();
+        emit(format, &entries, Alignment::AsCompiled, "test", &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -179,7 +181,9 @@ mod tests {
         let f = s
             .find("*(.text.f .text.hot.f .text.startup.f .text.f_alias")
             .unwrap();
-        let g = s.find("*(.text.g .text.hot.g .text.startup.g)").unwrap();
+        let g = s
+            .find("[a].o(.text.g .text.hot.g .text.startup.g)")
+            .unwrap();
         let end = s.find("__hot_end = .;").unwrap();
         assert!(start < f && f < g && g < end, "{s}");
         assert!(s.trim_end().ends_with("INSERT BEFORE .text;"));
@@ -198,7 +202,12 @@ mod tests {
     }
 
     #[test]
-    fn cold_parts_map_to_the_unlikely_section() {
-        assert!(sections_of("f.cold").contains(&".text.unlikely.f".to_string()));
+    fn split_cold_parts_are_told_from_names_that_only_contain_cold() {
+        for cold in ["f.cold", "f.cold.12", "f.cold;a.c"] {
+            assert!(is_split_cold_part(cold), "{cold}");
+        }
+        for hot in ["cold", "f.colder", "f.cold.", "f.cold.x", "scold"] {
+            assert!(!is_split_cold_part(hot), "{hot}");
+        }
     }
 }

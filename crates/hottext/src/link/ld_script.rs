@@ -1,0 +1,183 @@
+//! The GNU ld / lld linker script: the one input that can do more than order sections.
+//!
+//! What it adds over the order files:
+//! - **Namesakes placed individually.** Two `static` functions named `g` in `a.c` and `b.c` both
+//!   live in sections called `.text.g`; the pattern `*(.text.g)` would pull both into the hot
+//!   range. A profile names such a function `g;a.c` (see `binary`), and the script then matches
+//!   only the objects that can come from `a.c`: `a.o` and CMake's `a.c.o`, bare, in any
+//!   directory, or as an archive member. (An object named otherwise, say by `-o other.o`, is
+//!   not matched: that function then stays where it was, which `verify --binary` shows.) A qualifier that cannot be turned into a safe file
+//!   pattern falls back to every namesake, the old behaviour, rather than to none.
+//! - **Cache-line starts where that pays** ([`Alignment::CacheLines`]). A function of `S` bytes
+//!   that starts `o` bytes into a line spans `ceil((o + S) / line)` lines, one more than it
+//!   needs when `o + S > line * ceil(S / line)`. Only then, and only when the padding is at most
+//!   `max_padding` bytes, the script moves the location counter to the next line; `o` is where
+//!   the section would start, at the alignment the compiler gave it. The test runs
+//!   in the linker, on the real offsets; `S` is the size the profile recorded. The output
+//!   section starts 2 MiB aligned, so offsets within it have the same alignment as addresses.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{sections_of, unique, Entry};
+use crate::binary::{HOT_END, HOT_START, HUGE_PAGE};
+
+/// Where hot functions start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub enum Alignment {
+    /// Where the compiler's own section alignment puts them.
+    #[default]
+    AsCompiled,
+    /// On a `line`-byte boundary when that makes the function span fewer lines and costs at most
+    /// `max_padding` bytes (BOLT pads functions by at most 32 bytes for the same reason: padding
+    /// is hot-range bytes that hold no code). `compiled` is the alignment the compiler gave the
+    /// function's section (16 for GCC and Clang at -O2 on x86-64): a script cannot read it,
+    /// and the rule must know where the section would start without it.
+    CacheLines {
+        line: u64,
+        max_padding: u64,
+        compiled: u64,
+    },
+}
+
+pub(super) fn write(
+    entries: &[Entry],
+    alignment: Alignment,
+    origin: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "/* hottext hot-text layout: {} functions, {origin}.",
+        entries.len()
+    )?;
+    writeln!(
+        out,
+        "   Link -ffunction-sections objects with -Wl,-T,<this file> (GNU ld or lld). */"
+    )?;
+    writeln!(
+        out,
+        "SECTIONS\n{{\n  .text.hot : ALIGN({HUGE_PAGE:#x})\n  {{\n    {HOT_START} = .;"
+    )?;
+    for e in entries {
+        if let (
+            Alignment::CacheLines {
+                line,
+                max_padding,
+                compiled,
+            },
+            true,
+        ) = (alignment, e.size > 0)
+        {
+            // Where the section would start: the counter rounded up to the compiler's alignment.
+            let (s, m, at) = (e.size, line - 1, format!("ALIGN({compiled})"));
+            writeln!(
+                out,
+                "    . = (({at} & {m}) + {s} > {} && (-{at} & {m}) <= {max_padding}) ? ALIGN({line}) : .;",
+                s.div_ceil(line) * line
+            )?;
+        }
+        let sections: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
+        let sections = sections.join(" ");
+        match object_patterns(e.name) {
+            Some(objects) => {
+                let described: Vec<String> =
+                    objects.iter().map(|o| format!("{o}({sections})")).collect();
+                writeln!(out, "    {}", described.join(" "))?;
+            }
+            None => writeln!(out, "    *({sections})")?,
+        }
+    }
+    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
+}
+
+/// File patterns for the objects compiled from the source file a qualified profile name
+/// (`name;file.c`) gives; `None` for a plain name or one that cannot be matched safely.
+fn object_patterns(profile_name: &str) -> Option<Vec<String>> {
+    let (_, file) = profile_name.split_once(';')?;
+    // `name;N` numbers namesakes within one file: nothing tells their objects apart.
+    let base = file.rsplit('/').next()?;
+    let safe = |c: char| c.is_ascii_alphanumeric() || "._+-".contains(c);
+    if base.is_empty() || !base.chars().all(safe) || base.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let stem = base.rsplit_once('.').map_or(base, |(stem, _)| stem);
+    let objects = unique([format!("{stem}.o"), format!("{base}.o")].into_iter());
+    // GNU ld opens a plain file name in a script as one more input: the bare object is matched
+    // by a one-letter class instead (`[a].o`), which is a pattern and still matches only `a.o`.
+    let bare = |o: &str| {
+        let first = o.chars().next().filter(char::is_ascii_alphanumeric)?;
+        Some(format!("[{first}]{}", &o[1..]))
+    };
+    Some(
+        objects
+            .flat_map(|o| [bare(&o), Some(format!("*/{o}")), Some(format!("*:{o}"))])
+            .flatten()
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(entries: &[Entry], alignment: Alignment) -> String {
+        let mut out = Vec::new();
+        write(entries, alignment, "test", &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn entry(name: &str, size: u64) -> Entry<'_> {
+        Entry {
+            name,
+            aliases: &[],
+            size,
+        }
+    }
+
+    #[test]
+    fn a_namesake_matches_only_the_objects_of_its_source_file() {
+        let s = render(&[entry("g;a.c", 8), entry("h", 8)], Alignment::AsCompiled);
+        let g = ".text.g .text.hot.g .text.startup.g";
+        assert!(
+            s.contains(&format!(
+                "    [a].o({g}) */a.o({g}) *:a.o({g}) [a].c.o({g}) */a.c.o({g}) *:a.c.o({g})\n"
+            )),
+            "{s}"
+        );
+        assert!(
+            s.contains("    *(.text.h .text.hot.h .text.startup.h)\n"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_qualifier_that_is_no_safe_file_name_matches_every_namesake() {
+        for name in ["g;2", "g;a b.c", "g;a.c)(*", "g;"] {
+            assert_eq!(object_patterns(name), None, "{name}");
+        }
+        assert_eq!(object_patterns("g;src/x.c").unwrap()[0], "[x].o");
+    }
+
+    #[test]
+    fn cache_line_rule_is_written_before_each_sized_function() {
+        let s = render(
+            &[entry("f", 10), entry("g", 64), entry("h", 0)],
+            Alignment::CacheLines {
+                line: 64,
+                max_padding: 32,
+                compiled: 16,
+            },
+        );
+        let rules: Vec<&str> = s.lines().filter(|l| l.contains("ALIGN(64)")).collect();
+        assert_eq!(
+            rules,
+            [
+                "    . = ((ALIGN(16) & 63) + 10 > 64 && (-ALIGN(16) & 63) <= 32) ? ALIGN(64) : .;",
+                "    . = ((ALIGN(16) & 63) + 64 > 64 && (-ALIGN(16) & 63) <= 32) ? ALIGN(64) : .;",
+            ]
+        );
+    }
+}
