@@ -18,7 +18,8 @@
 #      bolt-none-nopasses without the passes that delete code), BOLT's order keeping the nops
 #      (bolt-keepnops), lld with no order
 #      (lld-control) and lld ordering our profile's call edges itself (lld-cdsort, lld-hfsort),
-#      and C3 with every hot function on a 64 B boundary (c3-align64)
+#      and C3 with every hot function on a 64 B boundary (c3-align64); cdsort with
+#      `--align-cache-lines` (cdsort-lines)
 #   5. per configuration: evict the binaries from the page cache, start it once to record
 #      AnonHugePages / FilePmdMapped and `hottext verify --pid`, then `hottext ab` against the
 #      default build, select-only and tpcb-like, 2 clients (load.sh: pg_prewarm, pgbench with
@@ -159,6 +160,8 @@ step "profile and order"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --format ld-script -o "$out/c3.ld"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --algorithm ph --format ld-script -o "$out/ph.ld"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --algorithm cdsort --format ld-script -o "$out/cdsort.ld"
+"$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --algorithm cdsort --format ld-script \
+    --align-cache-lines -o "$out/cdsort-lines.ld"
 "$hottext" order "$out/postgres.profile" --binary "$v/bin/postgres" --format lld-cgprofile -o "$out/cg.txt"
 # Every hot function on a cache-line start: the C3 script with an ALIGN before each pattern.
 sed 's/^    \*(/    . = ALIGN(64);\n    *(/' "$out/c3.ld" >"$out/c3-align64.ld"
@@ -186,6 +189,7 @@ for c in $configs; do
         ph) relink ph "-Wl,-T,$out/ph.ld" ;;
         c3) relink c3 "-Wl,-T,$out/c3.ld" ;;
         cdsort) relink cdsort "-Wl,-T,$out/cdsort.ld" ;;
+        cdsort-lines) relink cdsort-lines "-Wl,-T,$out/cdsort-lines.ld" ;;
         c3-huge) relink c3-huge "-Wl,-T,$out/c3.ld -L$root/runtime/build/lib -lhottext_auto" ;;
         c3-align64) relink c3-align64 "-Wl,-T,$out/c3-align64.ld" ;;
         lld-control) relink lld-control "$lld_flags" ;;
@@ -223,7 +227,7 @@ for c in $configs; do
             ;;
         *) echo "bench-postgres: unknown configuration $c" >&2; exit 2 ;;
     esac
-    case $c in ph | c3 | cdsort | c3-huge | c3-align64) "$hottext" verify --binary "$dir/v/$c/bin/postgres" >"$out/verify-$c.txt" || true ;; esac
+    case $c in ph | c3 | cdsort | cdsort-lines | c3-huge | c3-align64) "$hottext" verify --binary "$dir/v/$c/bin/postgres" >"$out/verify-$c.txt" || true ;; esac
 done
 
 # ---- measurements -------------------------------------------------------------------------

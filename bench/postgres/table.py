@@ -27,6 +27,7 @@ WHAT = {
     "bolt-fn": "BOLT 19 `-reorder-functions=cdsort` (perf2bolt -nl)",
     "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split + `-hugify`",
     "cdsort": "hottext `--algorithm cdsort` (ld script)",
+    "cdsort-lines": "hottext cdsort, `--align-cache-lines`",
     "bolt-none": "BOLT 19 `-reorder-functions=none` (code rewritten, not reordered)",
     "bolt-none-noalign": "BOLT 19 `-reorder-functions=none`, functions not aligned",
     "bolt-none-nopasses": "BOLT 19 `-reorder-functions=none`, no code-deleting passes",

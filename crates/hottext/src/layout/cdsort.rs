@@ -88,18 +88,13 @@ pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
         .filter_map(|e| state.consider(e))
         .collect();
     let mut queue = MaxQueue::new(initial);
-    let (mut pops, mut dead, mut stale) = (0u64, 0u64, 0u64);
-    let t0 = std::time::Instant::now();
     while let Some(key) = queue.pop() {
-        pops += 1;
         let (gain, e) = unpack(key);
         if state.edges[e as usize].dead {
-            dead += 1;
             continue; // joined into another edge, or merged along, since it was queued
         }
         if state.is_stale(e) {
             queue.extend(state.consider(e));
-            stale += 1;
             continue;
         }
         if gain <= 0.0 {
@@ -107,12 +102,6 @@ pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
         }
         state.merge(e);
     }
-    eprintln!(
-        "pops {pops} dead {dead} stale {stale} merges {} {:?} heap {}",
-        state.merges,
-        t0.elapsed(),
-        queue.heap.len()
-    );
     state.into_order()
 }
 

@@ -9,7 +9,7 @@ pub(super) struct MaxQueue {
     /// Ascending; the largest at the end.
     sorted: Vec<u64>,
     /// An 8-ary max-heap: the children of `i` are `8i + 1 ..= 8i + 8`.
-    pub heap: Vec<u64>,
+    heap: Vec<u64>,
 }
 
 const ARITY: usize = 8;
