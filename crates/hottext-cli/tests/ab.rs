@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{hottext, run, stderr, stdout, write};
+use common::{hottext, run, stderr, stdout, write, KillOnDrop};
 use serde_json::Value;
 
 /// The A/B tests measure time: running two at once on a 2-CPU machine would only add noise.
@@ -476,16 +476,6 @@ fn a_failing_load_or_a_server_that_never_gets_ready_leaves_no_server() {
         stderr(&out)
     );
     assert_eq!(processes_mentioning(&marker), Vec::<String>::new());
-}
-
-/// Kills the child when a failed assertion unwinds past it.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
