@@ -11,7 +11,7 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{hottext, stderr};
+use common::{gcc, hottext, perf_record, require_perf, stderr};
 
 /// `main` calls `hot` in a loop, `hot` calls `leaf`.
 const PROGRAM: &str = r#"
@@ -79,71 +79,14 @@ int main(int argc, char **argv)
 /// Seconds of work per recorded run: enough for ~2500 samples at 4999 Hz.
 const WORK_SECONDS: &str = "0.5";
 
-fn require(tool: &str, args: &[&str]) {
-    let ok = Command::new(tool)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need `{tool}`, which is not installed or does not run"
-    );
-}
-
-fn require_perf() {
-    require("perf", &["--version"]);
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .expect("cannot read /proc/sys/kernel/perf_event_paranoid: is this Linux?")
-        .trim()
-        .parse()
-        .expect("perf_event_paranoid is not a number");
-    // /proc/self belongs to the process's effective user.
-    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
-    assert!(
-        root || paranoid <= 2,
-        "kernel.perf_event_paranoid is {paranoid}: perf may not profile as this user; run as root or set it to 2"
-    );
-}
-
 /// Builds `PROGRAM` as `dir/name` with extra gcc flags.
 fn build(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    require("gcc", &["--version"]);
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, PROGRAM).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-O1", "-fno-omit-frame-pointer"])
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "gcc failed for {name}");
-    out
+    gcc(dir, name, PROGRAM, flags)
 }
 
-/// Records `prog` with plain perf: stack samples on the software clock.
-fn perf_record(dir: &Path, prog: &Path) -> PathBuf {
-    require_perf();
-    let data = dir.join(format!(
-        "{}.data",
-        prog.file_name().unwrap().to_string_lossy()
-    ));
-    let out = Command::new("perf")
-        .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "4999", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(prog)
-        .arg(WORK_SECONDS)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "perf record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    data
+/// Records `prog` working for `WORK_SECONDS`.
+fn record(dir: &Path, prog: &Path) -> PathBuf {
+    perf_record(dir, prog, &[WORK_SECONDS])
 }
 
 /// Runs `hottext profile` and expects it to fail with exit status 2 and `needle` in the message.
@@ -189,7 +132,7 @@ fn self_samples(profile: &str, name: &str) -> u64 {
 fn profile_has_the_programs_call_graph(pie: bool) {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", if pie { &[] } else { &["-no-pie"] });
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -233,7 +176,7 @@ fn non_pie_profile_has_main_hot_leaf_edges() {
 fn frameless_leaf_gets_its_real_caller() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &["-DFRAMELESS"]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -251,6 +194,8 @@ fn frameless_leaf_gets_its_real_caller() {
     // perf's own stacks give main -> leaf here: hot's frame is skipped.
     assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
     assert!(!profile.contains("call main leaf"), "{profile}");
+    // hot calls leaf from one place: the recovered calls are put there.
+    assert!(profile.contains("\nsite hot leaf "), "{profile}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Most samples sit in the frameless leaf; how many a run gets depends on the load.
     assert!(v["calls_recovered"].as_u64().unwrap() > 100, "{v}");
@@ -260,7 +205,7 @@ fn frameless_leaf_gets_its_real_caller() {
 fn profile_json_counts_what_it_read() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -293,7 +238,7 @@ fn profile_json_counts_what_it_read() {
 fn truncated_perf_data_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let bytes = std::fs::read(&data).unwrap();
     // As `head -c` would cut it: in the middle of the data section, and in the header.
     std::fs::write(dir.path().join("half.data"), &bytes[..bytes.len() / 2]).unwrap();
@@ -314,7 +259,7 @@ fn truncated_perf_data_is_an_error() {
 fn corrupt_record_is_an_error_not_a_panic() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let mut bytes = std::fs::read(&data).unwrap();
     // The first record's size (u16 at offset 6 of its header) becomes 0.
     let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
@@ -332,7 +277,7 @@ fn perf_data_of_another_program_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
     let other = build(dir.path(), "other", &["-DVARIANT=7"]);
-    let data = perf_record(dir.path(), &other);
+    let data = record(dir.path(), &other);
     let err = profile_fails(
         dir.path(),
         &[data.to_str().unwrap(), "--binary", prog.to_str().unwrap()],
@@ -348,7 +293,7 @@ fn perf_data_of_another_program_is_an_error() {
 fn stripped_binary_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let stripped = build(dir.path(), "stripped", &["-s"]);
     profile_fails(
         dir.path(),
@@ -367,7 +312,7 @@ fn build_id_mismatch_is_an_error_unless_allowed() {
     let recorded = dir.path().join("recorded");
     std::fs::create_dir(&recorded).unwrap();
     let prog = build(&recorded, "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     // A rebuild of the same program with another constant: same name, another build-id.
     let rebuilt = build(dir.path(), "prog", &["-DVARIANT=1"]);
     let args = [
