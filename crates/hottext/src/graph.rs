@@ -75,8 +75,9 @@ pub struct Call {
 ///
 /// `weight` is part of the pair's [`Call`] weight, not in addition to it: the sites of a pair
 /// weigh at most its call, and what they do not cover is call weight whose site is unknown
-/// (profiles before v2, frames repaired by `profile::frames`, sites left out to keep the file
-/// small). CDSort counts that rest from the middle of the caller.
+/// (profiles before v2, a callee sampled before its frame was set up whose caller calls it from
+/// several places, sites beyond [`MAX_SITES_PER_CALL`]). CDSort counts that rest from the middle
+/// of the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallSite {
     pub caller: FuncId,
