@@ -11,7 +11,7 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{hottext, record_until_enough, stderr, KillOnDrop};
+use common::{gcc, hottext, perf_record, record_until_enough, require_perf, stderr, KillOnDrop};
 
 /// `main` calls `hot` in a loop, `hot` calls `leaf`.
 const PROGRAM: &str = r#"
@@ -85,75 +85,18 @@ const WORK_SECONDS: f64 = 0.5;
 /// of its CPU time at 4999 Hz); fewer, and the test records again, longer.
 const ENOUGH_SAMPLES: u64 = 500;
 
-fn require(tool: &str, args: &[&str]) {
-    let ok = Command::new(tool)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need `{tool}`, which is not installed or does not run"
-    );
-}
-
-fn require_perf() {
-    require("perf", &["--version"]);
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .expect("cannot read /proc/sys/kernel/perf_event_paranoid: is this Linux?")
-        .trim()
-        .parse()
-        .expect("perf_event_paranoid is not a number");
-    // /proc/self belongs to the process's effective user.
-    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
-    assert!(
-        root || paranoid <= 2,
-        "kernel.perf_event_paranoid is {paranoid}: perf may not profile as this user; run as root or set it to 2"
-    );
-}
-
 /// Builds `PROGRAM` as `dir/name` with extra gcc flags.
 fn build(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    require("gcc", &["--version"]);
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, PROGRAM).unwrap();
-    let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-O1", "-fno-omit-frame-pointer"])
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "gcc failed for {name}");
-    out
+    gcc(dir, name, PROGRAM, flags)
 }
 
-/// Records `prog` with plain perf (stack samples on the software clock) until the recording
-/// holds [`ENOUGH_SAMPLES`] of it.
-fn perf_record(dir: &Path, prog: &Path) -> PathBuf {
-    require_perf();
-    let data = dir.join(format!(
-        "{}.data",
-        prog.file_name().unwrap().to_string_lossy()
-    ));
+/// Records `prog` (which works for the seconds it is given) until the recording holds
+/// [`ENOUGH_SAMPLES`] of it.
+fn record(dir: &Path, prog: &Path) -> PathBuf {
     record_until_enough(WORK_SECONDS, |seconds| {
-        let out = Command::new("perf")
-            .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "4999", "-o"])
-            .arg(&data)
-            .arg("--")
-            .arg(prog)
-            .arg(seconds.to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "perf record failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        enough_samples(dir, &data, prog, &[])
-    });
-    data
+        let data = perf_record(dir, prog, &[&seconds.to_string()]);
+        enough_samples(dir, &data, prog, &[]).map(|()| data)
+    })
 }
 
 /// `Err` when `data` holds fewer than [`ENOUGH_SAMPLES`] of `binary` (`hottext profile` with
@@ -226,7 +169,7 @@ fn self_samples(profile: &str, name: &str) -> u64 {
 fn profile_has_the_programs_call_graph(pie: bool) {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", if pie { &[] } else { &["-no-pie"] });
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -270,7 +213,7 @@ fn non_pie_profile_has_main_hot_leaf_edges() {
 fn frameless_leaf_gets_its_real_caller() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &["-DFRAMELESS"]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -288,6 +231,8 @@ fn frameless_leaf_gets_its_real_caller() {
     // perf's own stacks give main -> leaf here: hot's frame is skipped.
     assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
     assert!(!profile.contains("call main leaf"), "{profile}");
+    // hot calls leaf from one place: the recovered calls are put there.
+    assert!(profile.contains("\nsite hot leaf "), "{profile}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Most samples (about 4 in 5) sit in the frameless leaf, and each gets its caller back.
     let (recovered, in_binary) = (
@@ -301,7 +246,7 @@ fn frameless_leaf_gets_its_real_caller() {
 fn profile_json_counts_what_it_read() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let out = hottext(
         &[
             "profile",
@@ -336,7 +281,7 @@ fn profile_json_counts_what_it_read() {
 fn truncated_perf_data_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let bytes = std::fs::read(&data).unwrap();
     // As `head -c` would cut it: in the middle of the data section, and in the header.
     std::fs::write(dir.path().join("half.data"), &bytes[..bytes.len() / 2]).unwrap();
@@ -357,7 +302,7 @@ fn truncated_perf_data_is_an_error() {
 fn corrupt_record_is_an_error_not_a_panic() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let mut bytes = std::fs::read(&data).unwrap();
     // The first record's size (u16 at offset 6 of its header) becomes 0.
     let data_offset = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
@@ -375,7 +320,7 @@ fn perf_data_of_another_program_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
     let other = build(dir.path(), "other", &["-DVARIANT=7"]);
-    let data = perf_record(dir.path(), &other);
+    let data = record(dir.path(), &other);
     let err = profile_fails(
         dir.path(),
         &[data.to_str().unwrap(), "--binary", prog.to_str().unwrap()],
@@ -391,7 +336,7 @@ fn perf_data_of_another_program_is_an_error() {
 fn stripped_binary_is_an_error() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     let stripped = build(dir.path(), "stripped", &["-s"]);
     profile_fails(
         dir.path(),
@@ -410,7 +355,7 @@ fn build_id_mismatch_is_an_error_unless_allowed() {
     let recorded = dir.path().join("recorded");
     std::fs::create_dir(&recorded).unwrap();
     let prog = build(&recorded, "prog", &[]);
-    let data = perf_record(dir.path(), &prog);
+    let data = record(dir.path(), &prog);
     // A rebuild of the same program with another constant: same name, another build-id.
     let rebuilt = build(dir.path(), "prog", &["-DVARIANT=1"]);
     let args = [

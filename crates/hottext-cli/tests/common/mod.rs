@@ -92,3 +92,72 @@ pub fn record_until_enough<T>(first: f64, mut attempt: impl FnMut(f64) -> Result
         }
     }
 }
+
+/// Fails the test, naming the tool, when `tool args` does not run.
+pub fn require(tool: &str, args: &[&str]) {
+    let ok = Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "these tests need `{tool}`, which is not installed or does not run"
+    );
+}
+
+/// Fails the test when perf is missing or may not profile as this user.
+pub fn require_perf() {
+    require("perf", &["--version"]);
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .expect("cannot read /proc/sys/kernel/perf_event_paranoid: is this Linux?")
+        .trim()
+        .parse()
+        .expect("perf_event_paranoid is not a number");
+    // /proc/self belongs to the process's effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    assert!(
+        root || paranoid <= 2,
+        "kernel.perf_event_paranoid is {paranoid}: perf may not profile as this user; run as root or set it to 2"
+    );
+}
+
+/// Compiles the C `source` as `dir/name` with frame pointers and extra gcc flags.
+pub fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    require("gcc", &["--version"]);
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("gcc")
+        .args(["-O1", "-fno-omit-frame-pointer"])
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "gcc failed for {name}");
+    out
+}
+
+/// Records `prog args` with plain perf: stack samples on the software clock, at 4999 Hz.
+pub fn perf_record(dir: &Path, prog: &Path, args: &[&str]) -> PathBuf {
+    require_perf();
+    let data = dir.join(format!(
+        "{}.data",
+        prog.file_name().unwrap().to_string_lossy()
+    ));
+    let out = Command::new("perf")
+        .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "4999", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(prog)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "perf record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}

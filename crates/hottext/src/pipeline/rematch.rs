@@ -10,6 +10,13 @@
 //!
 //! Profiles carry their functions' fingerprints as `# fn-hash: <name> <hex>` header lines,
 //! which readers that do not know them ignore.
+//!
+//! Call sites are offsets into their caller's code, so they are kept only where that code is
+//! the same: every site when the profile's build-id is the binary's (the same build), else the
+//! sites of callers whose fingerprint, size included, is the binary's function's. The others'
+//! weight stays in their calls, without a site, and is counted in [`Matched::sites_dropped`].
+//! The fingerprint ignores displacements, so a caller that kept its instructions but changed a
+//! displacement's width could keep sites a few bytes off: noise to the layout.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -128,6 +135,8 @@ pub struct Matched {
     pub renamed: Vec<(String, String)>,
     /// Functions with samples that the binary lacks, hottest first.
     pub unmatched: Vec<String>,
+    /// Weight of the call sites left out because their caller's code changed.
+    pub sites_dropped: u64,
 }
 
 impl Matched {
@@ -230,10 +239,17 @@ pub fn rematch(
             b.header(key, value);
         }
     }
+    let same_build = binary
+        .build_id_hex()
+        .is_some_and(|id| profile.header("build-id") == Some(id.as_str()));
     let mut ids = vec![None; profile.funcs.len()];
+    // Whether the sites of the profile's function `i` still point into the same code.
+    let mut same_code = vec![same_build; profile.funcs.len()];
     for (i, f) in profile.funcs.iter().enumerate() {
         if let Some(t) = target[i] {
             let bf = &binary.functions[t];
+            same_code[i] |=
+                print_of(&f.name, f.size).is_some_and(|p| prints.get(&bf.name) == Some(&p));
             let id = b.func(&bf.name, bf.size);
             b.add_samples(id, f.samples);
             for a in &bf.aliases {
@@ -245,6 +261,15 @@ pub fn rematch(
     for c in &profile.calls {
         if let (Some(a), Some(z)) = (ids[c.caller as usize], ids[c.callee as usize]) {
             b.add_call(a, z, c.weight);
+        }
+    }
+    for s in &profile.sites {
+        match (ids[s.caller as usize], ids[s.callee as usize]) {
+            (Some(a), Some(z)) if same_code[s.caller as usize] => {
+                b.add_site(a, z, s.offset, s.weight)
+            }
+            (Some(_), Some(_)) => matched.sites_dropped += s.weight,
+            _ => {} // the call is gone too
         }
     }
     let mut graph = b.finish();
@@ -348,5 +373,43 @@ mod tests {
         let (_, m) = rematch(&profile, &bin, &prints);
         assert_eq!(m.by_code, 0);
         assert_eq!(m.unmatched, ["old"]);
+    }
+
+    #[test]
+    fn call_sites_stay_only_where_the_callers_code_is_the_same() {
+        let text = |build_id: &str| {
+            format!(
+                "# hottext profile v2\n# build-id: {build_id}\n# fn-hash: helper 00000000000000bb\n\
+                 fn helper 32 60\nfn leaf 8 30\nfn main 10 10\n\
+                 call helper leaf 30\nsite helper leaf 20 30\ncall main helper 60\nsite main helper 4 60\n"
+            )
+        };
+        // main grew (and has no fingerprint); helper's code is the same.
+        let bin = binary(&[("main", 12), ("helper", 32), ("leaf", 8)]);
+        let prints: HashMap<String, Fingerprint> = [(
+            "helper".to_string(),
+            Fingerprint {
+                size: 32,
+                hash: 0xbb,
+            },
+        )]
+        .into();
+        let sites = |g: &Graph| -> Vec<(String, u64)> {
+            g.sites
+                .iter()
+                .map(|s| (g.funcs[s.caller as usize].name.clone(), s.offset))
+                .collect()
+        };
+        let other_build = Graph::read(text("00").as_bytes()).unwrap();
+        let (g, m) = rematch(&other_build, &bin, &prints);
+        assert_eq!(sites(&g), [("helper".to_string(), 20)]);
+        assert_eq!(m.sites_dropped, 60);
+        assert_eq!(g.calls.len(), 2, "calls stay, with or without sites");
+
+        let build_id = bin.build_id_hex().expect("the test binary has a build-id");
+        let same_build = Graph::read(text(&build_id).as_bytes()).unwrap();
+        let (g, m) = rematch(&same_build, &bin, &prints);
+        assert_eq!(sites(&g).len(), 2, "the same build keeps every site");
+        assert_eq!(m.sites_dropped, 0);
     }
 }

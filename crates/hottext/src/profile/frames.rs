@@ -13,10 +13,18 @@
 //! the sampled function itself, the frame was set up after all (a prologue we did not
 //! recognise). A caller entered through a pointer cannot be recovered: no edge, counted.
 //! On other architectures edges are taken as perf gives them.
+//!
+//! Such a stack holds no return address into the real caller, so it does not say where in the
+//! caller the call sits. When the caller has one direct call of the sampled function, that is
+//! the site; with several, or none (a call through a pointer), the site stays unknown. (A caller
+//! that calls the function both directly and through a pointer would have the pointer's calls
+//! put at the direct one: rare, and at worst one call's distance off.)
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+
+use rustc_hash::FxHashMap;
 
 use crate::binary::{Binary, Function, StatedAddr};
 
@@ -60,6 +68,8 @@ enum Setup {
 pub(crate) struct Frames {
     code: Code,
     setup: Vec<Setup>,
+    /// Per function decoded so far: (target, last byte) of its `call rel32`s, by target.
+    direct_calls: FxHashMap<usize, Vec<(u64, u64)>>,
 }
 
 impl Frames {
@@ -80,7 +90,34 @@ impl Frames {
         Ok(Frames {
             code,
             setup: vec![Setup::NotLookedAt; binary.functions.len()],
+            direct_calls: FxHashMap::default(),
         })
+    }
+
+    /// The last byte of the only `call rel32` of `callee` in function `f` (`func`), if it has
+    /// exactly one: the call site of a [`Caller::Recovered`] caller. Each function is decoded
+    /// once, on first need.
+    pub fn only_direct_call(
+        &mut self,
+        f: usize,
+        func: &Function,
+        callee: StatedAddr,
+    ) -> Option<StatedAddr> {
+        let code = &self.code;
+        let calls = self.direct_calls.entry(f).or_insert_with(|| {
+            let bytes = code.bytes(func.start.0, func.size as usize);
+            let mut calls = direct_calls(bytes, func.start.0);
+            calls.sort_unstable();
+            calls
+        });
+        let first = calls.partition_point(|&(target, _)| target < callee.0);
+        let mut of_callee = calls[first..]
+            .iter()
+            .take_while(|&&(target, _)| target == callee.0);
+        match (of_callee.next(), of_callee.next()) {
+            (Some(&(_, site)), None) => Some(StatedAddr(site)),
+            _ => None,
+        }
     }
 
     /// Who called function `f` (`func`), sampled at `ip`, given the return address `ret` that
@@ -166,6 +203,21 @@ impl Code {
     }
 }
 
+/// (target, last byte) of each `call rel32` in `bytes`, which start at stated address `at`.
+fn direct_calls(bytes: &[u8], at: u64) -> Vec<(u64, u64)> {
+    use iced_x86::{Decoder, DecoderOptions, Instruction};
+    let mut decoder = Decoder::with_ip(64, bytes, at, DecoderOptions::NONE);
+    let mut insn = Instruction::default();
+    let mut calls = Vec::new();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        if insn.code() == iced_x86::Code::Call_rel32_64 {
+            calls.push((insn.near_branch_target(), insn.next_ip() - 1));
+        }
+    }
+    calls
+}
+
 fn prologue(entry: &[u8]) -> Setup {
     let body = entry.strip_prefix(&ENDBR64[..]).unwrap_or(entry);
     let skipped = (entry.len() - body.len()) as u8;
@@ -219,6 +271,7 @@ mod tests {
         let frames = Frames {
             code: Code::Segments(vec![(0x1000, bytes)]),
             setup: vec![Setup::NotLookedAt; funcs.len()],
+            direct_calls: FxHashMap::default(),
         };
         (frames, funcs)
     }
@@ -275,6 +328,32 @@ mod tests {
     }
 
     #[test]
+    fn recovered_callers_site_is_its_only_direct_call_of_the_function() {
+        let (mut fr, f) = code();
+        // P calls L once, from 0x1004..0x1009.
+        assert_eq!(
+            fr.only_direct_call(0, &f[0], f[1].start),
+            Some(StatedAddr(0x1008))
+        );
+        // G calls LEAF once directly; it never calls L.
+        assert_eq!(
+            fr.only_direct_call(3, &f[3], f[2].start),
+            Some(StatedAddr(0x106d))
+        );
+        assert_eq!(fr.only_direct_call(3, &f[3], f[1].start), None);
+        // Two direct calls of one function: which one ran is unknown.
+        let mut twice = vec![0x90u8; 0x20];
+        for at in [0usize, 5] {
+            twice[at] = CALL_REL32;
+            let rel = (0x1100i64 - (0x2000 + at as i64 + 5)) as i32;
+            twice[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
+        }
+        assert_eq!(direct_calls(&twice, 0x2000).len(), 2);
+        fr.direct_calls.insert(9, direct_calls(&twice, 0x2000));
+        assert_eq!(fr.only_direct_call(9, &f[0], StatedAddr(0x1100)), None);
+    }
+
+    #[test]
     fn caller_entered_through_a_pointer_is_unknown() {
         let (mut fr, f) = code();
         assert_eq!(
@@ -289,6 +368,7 @@ mod tests {
         let mut fr = Frames {
             code: Code::None,
             setup: vec![Setup::NotLookedAt; f.len()],
+            direct_calls: FxHashMap::default(),
         };
         assert_eq!(
             fr.caller(1, &f[1], StatedAddr(0x1020), AFTER_CALL_P_IN_G),

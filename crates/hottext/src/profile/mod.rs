@@ -98,6 +98,11 @@ pub struct Stats {
     pub samples_other_events: u64,
     /// Total weight of the call edges.
     pub calls: u64,
+    /// Of `calls`, the weight whose call site is known (the profile's `site` lines hold it, less
+    /// what the builder leaves out beyond `graph::MAX_SITES_PER_CALL` sites a call). A call
+    /// recovered for a function without its own frame has one only when its caller calls the
+    /// function directly from one place.
+    pub calls_sited: u64,
     /// Calls with an end in the binary at an address no function symbol covers.
     pub calls_unresolved: u64,
     /// Stack samples taken while the innermost function had no frame of its own (at its entry

@@ -23,16 +23,33 @@ pub(super) struct Tally {
     pub branch_calls: PairCounts,
 }
 
-/// Samples and calls by function (indices into `Binary::functions`).
+/// Samples, calls and call sites by function (indices into `Binary::functions`).
 pub(super) struct Counts {
     pub self_samples: Vec<u64>,
     pub calls: FxHashMap<(u32, u32), u64>,
+    /// (caller, callee, offset of a byte of the call in the caller): part of the calls' weight.
+    /// As many entries as distinct tallied pairs at most, so bounded as the tally is.
+    pub sites: FxHashMap<(u32, u32, u64), u64>,
 }
 
 impl Counts {
-    fn add_call(&mut self, caller: u32, callee: u32, n: u64, stats: &mut Stats) {
+    /// `n` calls of `callee` by `caller`, from the call instruction holding `site` if known.
+    fn add_call(
+        &mut self,
+        caller: u32,
+        callee: u32,
+        site: Option<u64>,
+        n: u64,
+        index: &FunctionIndex,
+        stats: &mut Stats,
+    ) {
         *self.calls.entry((caller, callee)).or_default() += n;
         stats.calls += n;
+        if let Some(site) = site {
+            let offset = site - index.starts[caller as usize];
+            *self.sites.entry((caller, callee, offset)).or_default() += n;
+            stats.calls_sited += n;
+        }
     }
 }
 
@@ -46,6 +63,7 @@ pub(super) fn resolve(
     let mut counts = Counts {
         self_samples: vec![0; binary.functions.len()],
         calls: FxHashMap::default(),
+        sites: FxHashMap::default(),
     };
 
     for ((ip, ret), n) in tally.stack_tops.into_sorted() {
@@ -54,17 +72,25 @@ pub(super) fn resolve(
             continue;
         };
         counts.self_samples[callee as usize] += n;
-        let caller = match ret {
+        // The caller, and the last byte of its call instruction when the stack tells it.
+        let (caller, site) = match ret {
             NO_CALLER => continue,
-            UNRESOLVED => None,
+            UNRESOLVED => (None, None),
             ret => {
                 let func = &binary.functions[callee as usize];
                 match frames.caller(callee as usize, func, StatedAddr(ip), StatedAddr(ret)) {
-                    Caller::AsUnwound => index.at(ret - 1),
+                    Caller::AsUnwound => (index.at(ret - 1), Some(ret - 1)),
+                    // The return address is in the caller's caller: the site is the caller's
+                    // one direct call of the callee, if it has just one.
                     Caller::Recovered(start) => match index.starting_at(start.0) {
                         Some(caller) => {
                             stats.calls_recovered += n;
-                            Some(caller)
+                            let site = frames.only_direct_call(
+                                caller as usize,
+                                &binary.functions[caller as usize],
+                                func.start,
+                            );
+                            (Some(caller), site.map(|s| s.0))
                         }
                         None => {
                             stats.calls_caller_unknown += n;
@@ -79,14 +105,17 @@ pub(super) fn resolve(
             }
         };
         match caller {
-            Some(caller) => counts.add_call(caller, callee, n, stats),
+            Some(caller) => counts.add_call(caller, callee, site, n, &index, stats),
             None => stats.calls_unresolved += n,
         }
     }
 
+    // A branch record's source is the call instruction's first byte.
     for ((from, to), n) in tally.branch_calls.into_sorted() {
         match (index.at(from), index.at(to)) {
-            (Some(caller), Some(callee)) => counts.add_call(caller, callee, n, stats),
+            (Some(caller), Some(callee)) => {
+                counts.add_call(caller, callee, Some(from), n, &index, stats)
+            }
             _ => stats.calls_unresolved += n,
         }
     }
@@ -118,6 +147,11 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     for ((caller, callee), weight) in calls {
         let (caller, callee) = (id_of(&mut b, caller), id_of(&mut b, callee));
         b.add_call(caller, callee, weight);
+    }
+    // Every site's pair has a call, declared above.
+    for (&(caller, callee, offset), &weight) in &counts.sites {
+        let (caller, callee) = (id_of(&mut b, caller), id_of(&mut b, callee));
+        b.add_site(caller, callee, offset, weight);
     }
     if let Some(id) = binary.build_id_hex() {
         b.header("build-id", id);

@@ -1,0 +1,205 @@
+//! The text format's golden file and its errors, and the builder's rules.
+
+use super::*;
+
+/// Every kind of line, in canonical order: the golden file of the format.
+const SAMPLE: &str = "# hottext profile v2\n# build-id: abcd\n# future-key: kept\n\
+    fn A 100 0\nfn B 100 100\nfn C 10 5\nalias B B_alias\n\
+    call A B 100\nsite A B 7 60\nsite A B 42 30\ncall A C 5\ncall C B 3\nsite C B 9 3\n";
+
+#[test]
+fn round_trips_byte_identical() {
+    let g = Graph::read(SAMPLE.as_bytes()).unwrap();
+    assert_eq!(g.header("build-id"), Some("abcd"));
+    assert_eq!(g.funcs[1].aliases, vec!["B_alias".to_string()]);
+    assert_eq!(
+        g.sites[..2],
+        [
+            CallSite {
+                caller: 0,
+                callee: 1,
+                offset: 7,
+                weight: 60
+            },
+            CallSite {
+                caller: 0,
+                callee: 1,
+                offset: 42,
+                weight: 30
+            }
+        ]
+    );
+    let mut out = Vec::new();
+    g.write(&mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), SAMPLE);
+}
+
+#[test]
+fn malformed_line_names_its_number() {
+    let bad = "# hottext profile v1\nfn A 100 0\nfn B 100 lots\n";
+    let err = Graph::read(bad.as_bytes()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "line 3: sample count 'lots' is not a whole number"
+    );
+}
+
+#[test]
+fn call_to_undeclared_function_is_an_error() {
+    let bad = "# hottext profile v1\nfn A 1 0\ncall A Z 5\n";
+    let err = Graph::read(bad.as_bytes()).unwrap_err().to_string();
+    assert!(err.contains("line 3") && err.contains("'Z'"), "{err}");
+}
+
+#[test]
+fn empty_profile_and_wrong_file_are_errors() {
+    assert!(matches!(
+        Graph::read("# hottext profile v1\n".as_bytes()),
+        Err(GraphError::Empty)
+    ));
+    assert!(matches!(
+        Graph::read("".as_bytes()),
+        Err(GraphError::NotAProfile)
+    ));
+    assert!(matches!(
+        Graph::read("\x7fELF".as_bytes()),
+        Err(GraphError::NotAProfile)
+    ));
+}
+
+#[test]
+fn builder_merges_repeated_calls() {
+    let mut b = GraphBuilder::default();
+    let a = b.func("a", 10);
+    let c = b.func("c", 10);
+    b.add_call(a, c, 2);
+    b.add_call(a, c, 3);
+    assert_eq!(b.func("a", 99), a);
+    let g = b.finish();
+    assert_eq!(
+        g.calls,
+        vec![Call {
+            caller: a,
+            callee: c,
+            weight: 5
+        }]
+    );
+}
+
+#[test]
+fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v2() {
+    let v1 = "# hottext profile v1\nfn A 100 0\nfn B 100 100\ncall A B 100\n";
+    let g = Graph::read(v1.as_bytes()).unwrap();
+    assert_eq!(g.calls.len(), 1);
+    assert!(g.sites.is_empty());
+    let mut out = Vec::new();
+    g.write(&mut out).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        v1.replace("profile v1", "profile v2")
+    );
+}
+
+/// The error of reading `lines` after a v2 header, two functions and a call of A to B.
+fn site_error(lines: &str) -> String {
+    let text = format!("# hottext profile v2\nfn A 100 0\nfn B 10 5\ncall A B 50\n{lines}");
+    Graph::read(text.as_bytes()).unwrap_err().to_string()
+}
+
+#[test]
+fn each_bad_site_line_is_an_error_naming_its_line() {
+    let cases = [
+        ("site A Z 1 1\n", "line 5: 'Z' is not declared"),
+        (
+            "site A B 100 1\n",
+            "line 5: offset 100 is past the end of 'A' (100 bytes)",
+        ),
+        (
+            "site A B 0x10 1\n",
+            "line 5: offset '0x10' is not a whole number",
+        ),
+        (
+            "site A B 1 -3\n",
+            "line 5: weight '-3' is not a whole number",
+        ),
+        ("site A B 1\n", "line 5: 'site' record lacks a weight"),
+        ("site A B 1 1 9\n", "line 5: unexpected field '9'"),
+        (
+            "site A B 9 1\nsite A B 9 1\n",
+            "line 6: offset 9 is not above",
+        ),
+        (
+            "site A B 1 30\nsite A B 2 30\n",
+            "line 6: the sites of 'A' to 'B' weigh more than its call (50)",
+        ),
+        (
+            "call B A 1\nsite A B 1 1\n",
+            "line 6: 'site A B' does not follow 'call A B'",
+        ),
+    ];
+    for (lines, expected) in cases {
+        let err = site_error(lines);
+        assert!(err.starts_with(expected), "{lines:?}: {err}");
+    }
+}
+
+#[test]
+fn site_in_a_v1_file_and_a_newer_version_are_errors() {
+    let err = Graph::read("# hottext profile v1\nfn A 9 1\ncall A A 1\nsite A A 1 1\n".as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("line 4: 'site' records need a v2 profile"),
+        "{err}"
+    );
+    assert!(matches!(
+        Graph::read("# hottext profile v3\nfn A 9 1\n".as_bytes()),
+        Err(GraphError::NewerVersion(3))
+    ));
+    assert!(matches!(
+        Graph::read("# hottext profile v0\nfn A 9 1\n".as_bytes()),
+        Err(GraphError::NotAProfile)
+    ));
+}
+
+#[test]
+fn builder_keeps_the_heaviest_sites_that_fit_in_the_call() {
+    let mut b = GraphBuilder::default();
+    let (a, c) = (b.func("a", 1000), b.func("c", 10));
+    b.add_call(a, c, 100);
+    for offset in 0..MAX_SITES_PER_CALL as u64 + 2 {
+        b.add_site(a, c, offset * 10, offset + 1);
+    }
+    b.add_site(a, c, 5, 1); // merges with nothing: another offset
+    b.add_site(a, c, 90, 1); // merges into offset 90's site
+    b.add_site(a, c, 2000, 50); // past the caller's end
+    b.add_site(c, a, 3, 1); // no call c → a
+    let g = b.finish();
+    let kept: Vec<(u64, u64)> = g.sites.iter().map(|s| (s.offset, s.weight)).collect();
+    // Weights 11 (offset 90), 9, 8, …, 3: the eight heaviest, 55 of the call's 100.
+    assert_eq!(
+        kept,
+        [
+            (20, 3),
+            (30, 4),
+            (40, 5),
+            (50, 6),
+            (60, 7),
+            (70, 8),
+            (80, 9),
+            (90, 11)
+        ]
+    );
+    let sited: u64 = g.sites.iter().map(|s| s.weight).sum();
+    assert!(sited <= g.calls[0].weight);
+
+    // Sites heavier than their call keep only what fits.
+    let mut b = GraphBuilder::default();
+    let (a, c) = (b.func("a", 1000), b.func("c", 10));
+    b.add_call(a, c, 10);
+    b.add_site(a, c, 1, 6);
+    b.add_site(a, c, 2, 5);
+    b.add_site(a, c, 3, 4);
+    let offsets: Vec<u64> = b.finish().sites.iter().map(|s| s.offset).collect();
+    assert_eq!(offsets, [1, 3]);
+}
