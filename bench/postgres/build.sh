@@ -3,7 +3,8 @@
 # -O2 -ffunction-sections -fno-omit-frame-pointer, keeping the object files so that the
 # `postgres` binary can be relinked with other link flags (see relink() in run.sh).
 #
-# Environment: BENCH_DIR (work directory, default /tmp/hottext-pg).
+# Environment: BENCH_DIR (work directory, default /tmp/hottext-pg), EXTRA_CFLAGS (appended to
+# the compiler flags at configure time, e.g. to measure code-alignment flags in a second BENCH_DIR).
 # Output: $BENCH_DIR/src (the source tree, built), $BENCH_DIR/inst (make install prefix),
 #         $BENCH_DIR/build.log, $BENCH_DIR/build-seconds.
 set -euo pipefail
@@ -54,7 +55,7 @@ if [ ! -f config.status ]; then
     fresh=1
     ./configure --prefix="$dir/inst" --without-icu --without-readline --without-zlib \
         --without-openssl --without-ldap --without-gssapi --without-systemd --without-llvm \
-        CFLAGS="-O2 -ffunction-sections -fno-omit-frame-pointer" \
+        CFLAGS="-O2 -ffunction-sections -fno-omit-frame-pointer ${EXTRA_CFLAGS:-}" \
         LDFLAGS="-Wl,--emit-relocs" >"$dir/build.log" 2>&1 ||
         { tail -30 "$dir/build.log"; exit 1; }
 fi
