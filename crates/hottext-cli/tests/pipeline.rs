@@ -22,7 +22,11 @@ fn workspace() -> PathBuf {
 
 fn pipeline_run(repo: &Path, config: &str) -> Output {
     let out = hottext(&["pipeline", "run", "--config", config], repo);
-    eprintln!("--- pipeline run {config}:\n{}", stderr(&out));
+    eprintln!(
+        "--- pipeline run {config}:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     out
 }
 
@@ -348,11 +352,12 @@ fn a_failed_gate_changes_nothing_and_a_passing_run_pushes() {
     assert_eq!(pushed.trim(), commits[0], "the branch was pushed");
 
     assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
-    assert!(stderr(&strict).contains("FAIL"), "{}", stderr(&strict));
+    // The report is the run's result: on stdout.
+    assert!(stdout(&strict).contains("FAIL"), "{}", stdout(&strict));
     assert!(
-        stderr(&strict).contains("nothing was stored or committed"),
+        stdout(&strict).contains("nothing was stored or committed"),
         "{}",
-        stderr(&strict)
+        stdout(&strict)
     );
     assert_eq!(branch_commits(&repo), commits, "a failed gate committed");
     let objects = std::fs::read_dir(dir.path().join("store/sha256"))
