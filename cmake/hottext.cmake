@@ -17,7 +17,7 @@
 #     [ON_MISSING fail|warn]          no usable profile: fail the build (default, as in the paper)
 #                                     or build unoptimised with a loud warning
 #     [STORE <url>]                   fetch from this store instead of the meta file's
-#     [MIN_MATCHED <percent>])        refuse a profile less than this much of which matches (50)
+#     [MIN_MATCHED <fraction>])       refuse a profile less than this much of which matches (0.5)
 #
 # What it does to <target>: compiles it with -ffunction-sections -fno-omit-frame-pointer (each
 # function in its own section, stack samples with callers); before the link, links the same
@@ -69,7 +69,7 @@ function(hottext_optimize target)
   if(NOT HOTTEXT_EXECUTABLE)
     message(FATAL_ERROR "hottext_optimize(${target}): no hottext command (HOTTEXT_EXECUTABLE)")
   endif()
-  foreach(pair "LINKER;bfd" "RUNTIME;none" "ON_MISSING;fail" "MIN_MATCHED;50")
+  foreach(pair "LINKER;bfd" "RUNTIME;none" "ON_MISSING;fail" "MIN_MATCHED;0.5")
     list(GET pair 0 key)
     list(GET pair 1 default)
     if(NOT HT_${key})

@@ -17,7 +17,7 @@
 #   HOTTEXT_ON_MISSING  fail | warn: no usable profile fails the build, or builds it
 #                       unoptimised with a loud warning           (fail)
 #   HOTTEXT_DIR         where the probe and the ordering input go (.hottext)
-#   HOTTEXT_FETCH_ARGS  more `hottext fetch` options (--store URL, --min-matched PCT)
+#   HOTTEXT_FETCH_ARGS  more `hottext fetch` options (--store URL, --min-matched FRACTION)
 #   HOTTEXT_RUNTIME     none | static | auto: link the huge-page runtime (none)
 #   HOTTEXT_RUNTIME_DIR the runtime's build/lib directory
 

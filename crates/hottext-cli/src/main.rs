@@ -1,8 +1,8 @@
 //! The `hottext` command: argument parsing, progress, human and JSON output. The work itself is
 //! in the `hottext` library, one module per pipeline stage.
 //!
-//! Exit status: 0 success, 1 a check failed (e.g. `verify` found no hot text), 2 usage or input
-//! error. Messages go to stderr prefixed with `hottext:`; results go to stdout.
+//! docs/output.md is the output contract: which stream gets what, the exit statuses (0 success,
+//! 1 the checked outcome failed, 2 usage or input error), the JSON documents, `--verbose`.
 
 mod cmd;
 mod output;
@@ -11,21 +11,24 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Find the hot code of a binary, lay it out contiguously at link time, map it onto 2 MiB pages
+///
+/// The pipeline, one verb a stage:
+///   hottext record  -o perf.data -- ./server     sample the running program with perf
+///   hottext profile perf.data --binary ./server -o server.profile
+///   hottext order   server.profile --format ld-script -o hot.ld
+///   (relink with -Wl,-T,hot.ld)
+///   hottext verify  --binary ./server
+///
+/// Exit status: 0 success, 1 the checked outcome failed (a check, a command, a profile that
+/// cannot be used), 2 usage or input error. Messages go to stderr, prefixed `hottext:`; with
+/// --json, stdout holds one JSON document with a `schema` field (docs/output.md).
 #[derive(Parser)]
-#[command(
-    name = "hottext",
-    version,
-    about = "Find the hot code of a binary, lay it out contiguously, put it on huge pages",
-    long_about = "Find the hot code of a binary, lay it out contiguously at link time, and map it onto 2 MiB \
-                  pages at start-up.\n\nThe pipeline, one verb a stage:\n  \
-                  hottext record  -o perf.data -- ./server     sample the running program with perf\n  \
-                  hottext profile perf.data --binary ./server -o server.profile\n  \
-                  hottext order   server.profile --format ld-script -o hot.ld\n  \
-                  (relink with -Wl,-T,hot.ld)\n  \
-                  hottext verify  --binary ./server\n\n\
-                  Exit status: 0 success, 1 a check failed, 2 usage or input error."
-)]
+#[command(name = "hottext", version, verbatim_doc_comment)]
 struct Cli {
+    /// Print the parameters each stage uses (thresholds, sampling event and rate) on stderr.
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,8 +46,27 @@ enum Command {
     Ab(cmd::ab::Args),
 }
 
+impl Command {
+    /// Whether the run owes a JSON document on stdout, whatever its exit status.
+    fn json(&self) -> bool {
+        match self {
+            Command::Record(a) => a.json,
+            Command::Profile(a) => a.json,
+            Command::Order(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Store(a) => a.json(),
+            Command::Pipeline(a) => a.json(),
+            Command::Fetch(a) => a.json,
+            Command::Stat(a) => a.json,
+            Command::Ab(a) => a.json,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    output::set_verbose(cli.verbose);
+    let json = cli.command.json();
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Profile(args) => cmd::profile::run(args),
@@ -60,7 +82,14 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("hottext: {err:#}");
-            ExitCode::from(2)
+            if json {
+                output::json_error(&err);
+            }
+            if err.is::<output::Failed>() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }

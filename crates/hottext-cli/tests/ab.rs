@@ -211,7 +211,7 @@ fn expect_same_fails_when_outputs_differ() {
 }
 
 #[test]
-fn too_few_rounds_and_failing_commands_are_errors() {
+fn too_few_rounds_are_errors_and_failing_commands_fail() {
     let dir = tempfile::tempdir().unwrap();
     let out = hottext(
         &["ab", "--runs", "5", "-a", "true", "-b", "true"],
@@ -237,7 +237,8 @@ fn too_few_rounds_and_failing_commands_are_errors() {
         ],
         dir.path(),
     );
-    assert_eq!(out.status.code(), Some(2));
+    // A failing command is exit status 1, as in `hottext stat`.
+    assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("command B failed in warm-up round 1"), "{err}");
     assert!(
@@ -442,7 +443,8 @@ fn a_failing_load_or_a_server_that_never_gets_ready_leaves_no_server() {
         ],
         dir.path(),
     );
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // A failing load is a failing command: exit status 1, as in `hottext stat`.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains("the load against server A failed in warm-up round 1"),

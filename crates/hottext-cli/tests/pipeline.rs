@@ -24,7 +24,11 @@ fn pipeline_run(repo: &Path, config: &str, extra: &[&str]) -> Output {
     let mut args = vec!["pipeline", "run", "--config", config];
     args.extend_from_slice(extra);
     let out = hottext(&args, repo);
-    eprintln!("--- pipeline run {config}:\n{}", stderr(&out));
+    eprintln!(
+        "--- pipeline run {config}:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
     out
 }
 
@@ -48,15 +52,16 @@ fn recording_for(config: &str, seconds: f64) -> String {
 }
 
 /// `Err` when a pipeline run caught fewer than [`ENOUGH_SAMPLES`] of the service, read from its
-/// report (JSON on stdout, or the gate's lines on stderr); such a run changed nothing.
+/// report (JSON or the gate's lines on stdout; an error on stderr); such a run changed nothing.
 fn caught_enough(out: &Output) -> Result<(), String> {
     let err = stderr(out);
     if let Some(line) = err.lines().find(|l| l.contains("fell in its functions")) {
         return Err(line.to_string());
     }
-    let samples = match serde_json::from_str::<serde_json::Value>(&stdout(out)) {
+    let report = stdout(out);
+    let samples = match serde_json::from_str::<serde_json::Value>(&report) {
         Ok(report) => report["samples"].as_u64(),
-        Err(_) => err
+        Err(_) => report
             .lines()
             .find_map(|l| l.split_once(" samples of the binary"))
             .and_then(|(head, _)| head.rsplit(' ').next()?.parse().ok()),
@@ -418,11 +423,12 @@ fn a_failed_gate_changes_nothing_and_a_passing_run_pushes() {
     assert_eq!(pushed.trim(), commits[0], "the branch was pushed");
 
     assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
-    assert!(stderr(&strict).contains("FAIL"), "{}", stderr(&strict));
+    // The report is the run's result: on stdout.
+    assert!(stdout(&strict).contains("FAIL"), "{}", stdout(&strict));
     assert!(
-        stderr(&strict).contains("nothing was stored or committed"),
+        stdout(&strict).contains("nothing was stored or committed"),
         "{}",
-        stderr(&strict)
+        stdout(&strict)
     );
     assert_eq!(branch_commits(&repo), commits, "a failed gate committed");
     let objects = std::fs::read_dir(dir.path().join("store/sha256"))

@@ -68,7 +68,8 @@ fn store_suite(backend: &Backend) {
         (b.to_string(), PROFILE_B.len()),
     ];
     expected.sort();
-    let got: Vec<(String, usize)> = listed
+    assert_eq!(listed["schema"], 1, "{listed}");
+    let got: Vec<(String, usize)> = listed["objects"]
         .as_array()
         .unwrap()
         .iter()

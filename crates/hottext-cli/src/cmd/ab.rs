@@ -12,7 +12,7 @@ use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::stat::{number, with_unit};
+use super::stat::{event_parameters, number, with_unit};
 use crate::output;
 
 /// Compare A and B: interleaved runs, counters, B/A with a 95 % interval, a verdict
@@ -37,8 +37,10 @@ use crate::output;
 /// A server is never left behind, on errors and Ctrl-C included. The server's CPU time during
 /// the load is read from /proc.
 ///
-/// Exit status: 0 when the comparison ran (whatever the verdict), 1 when --expect-same found
-/// different outputs, 2 when a run failed or the arguments are wrong.
+/// Exit status: 0 when the comparison ran (whatever the verdict), 1 when a run's command, server
+/// or load failed (exited non-zero or was killed, as for `hottext stat`) or --expect-same found
+/// different outputs, 2 when the arguments are wrong, perf cannot run or a server never got
+/// ready.
 ///
 /// Examples:
 ///   hottext ab --runs 10 --warmup 1 -a './base --requests 100000' -b './hot --requests 100000'
@@ -111,7 +113,7 @@ pub struct Args {
     expect_same: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -125,6 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
+    output::parameters("ab", &parameters(&config, &plan));
     if !plan.has_hardware_pmu() {
         output::warn("no hardware PMU: instructions/cycles/iTLB not available; comparing time (and the --metric) only");
     }
@@ -148,7 +151,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let result = ab::run(&config, &plan, interrupted, &mut progress);
     bar.finish_and_clear();
-    let report = result.context("A/B run stopped")?;
+    let report = match result {
+        Ok(report) => report,
+        Err(e) if e.is_command_failure() => {
+            return Err(output::failed(format!("A/B run stopped: {e}")))
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("A/B run stopped")),
+    };
 
     if args.json {
         output::json(&report)?;
@@ -273,6 +282,30 @@ fn metrics(
         });
     }
     Ok(metrics)
+}
+
+/// What `--verbose` shows: the rounds, the service's settings, the metrics, the events.
+fn parameters(config: &Config, plan: &EventPlan) -> serde_json::Value {
+    let metrics: Vec<serde_json::Value> = config
+        .metrics
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "name": m.name,
+                "regex": m.pattern.as_str(),
+                "better": m.better,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "runs": config.runs,
+        "warmup": config.warmup,
+        "cpu": config.service.as_ref().map(|s| s.cpu),
+        "ready_timeout_seconds": config.service.as_ref().map(|s| s.ready_timeout.as_secs_f64()),
+        "stop_timeout_seconds": config.service.as_ref().map(|s| s.stop_timeout.as_secs_f64()),
+        "metrics": metrics,
+        "counting": event_parameters(plan),
+    })
 }
 
 fn progress_bar(runs: u64) -> ProgressBar {

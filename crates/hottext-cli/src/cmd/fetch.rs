@@ -15,24 +15,27 @@ use serde::Serialize;
 use super::FormatArg;
 use crate::output;
 
-/// Fetch the profile a meta file names, check it, order it for BIN, and write the linker input.
+/// Fetch the profile a meta file names, check it, order it for BIN, write the linker input
 ///
 /// The object is fetched by its hash and its bytes are checked against it; its size and
 /// build-id must be the meta file's. The profile is fitted to BIN, which may have changed since
 /// it was taken: functions are matched by name, and by a hash of their code where the name
-/// changed; below --min-matched percent of the profile's weight it is refused as stale.
+/// changed; a profile of which less than --min-matched of the weight matches is refused as
+/// stale.
 ///
 /// BIN is the program linked without the ordering (the build links twice: once plain, once
 /// with the output of this command). Formats as for `hottext order`; gold-order and lld-order
 /// need --markers.
 ///
 /// --on-missing fail (the default, as in the paper) exits with status 1 when the profile is
-/// missing, corrupt, names the wrong object or is stale. --on-missing warn writes linker input
-/// with no hot functions instead, so the build goes on and makes a correct but unoptimised
-/// binary, and says so loudly.
+/// missing, corrupt, names the wrong object or is stale, and writes nothing. --on-missing warn
+/// writes linker input with no hot functions instead, so the build goes on and makes a correct
+/// but unoptimised binary, and says so loudly.
 ///
-/// Example: hottext fetch --meta hottext/server.meta --binary build/server.plain --format ld-script -o build/hot.ld
+/// Example:
+///   hottext fetch --meta hottext/server.meta --binary build/server.plain --format ld-script -o build/hot.ld
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The meta file in the service's repository.
     #[arg(long, value_name = "FILE")]
@@ -40,6 +43,7 @@ pub struct Args {
     /// The program as linked without the ordering, for its function names and code.
     #[arg(long, value_name = "BIN")]
     binary: PathBuf,
+    /// The linker input to write.
     #[arg(long, value_enum, default_value_t = FormatArg::LdScript)]
     format: FormatArg,
     /// Where to write the linker input.
@@ -54,15 +58,15 @@ pub struct Args {
     /// What to do when the profile cannot be had or trusted.
     #[arg(long, value_enum, default_value_t = OnMissing::Fail)]
     on_missing: OnMissing,
-    /// Refuse a profile of which less than this share of the weight matches BIN, in percent.
-    #[arg(long, value_name = "PERCENT", default_value_t = 50.0)]
+    /// Refuse a profile of which less than this fraction (0 to 1) of the weight matches BIN.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     min_matched: f64,
     /// C3: stop growing a cluster past this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
-    /// Print what was fetched as JSON on stdout.
+    /// Print what was fetched as JSON on stdout, also when the profile cannot be used.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -85,19 +89,17 @@ struct Summary<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if !(0.0..=100.0).contains(&args.min_matched) {
-        anyhow::bail!("--min-matched is a percentage between 0 and 100");
+    if !(0.0..=1.0).contains(&args.min_matched) {
+        anyhow::bail!(
+            "--min-matched {} is not a fraction between 0 and 1 (0.5 for half the weight)",
+            args.min_matched
+        );
     }
     let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
     let Some(format) = args.format.link_format() else {
         anyhow::bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
     };
-    let fetched = fetch(
-        &args.meta,
-        args.store.as_deref(),
-        &binary,
-        args.min_matched / 100.0,
-    );
+    let fetched = fetch(&args.meta, args.store.as_deref(), &binary, args.min_matched);
     let mut problem = None;
     let fetched = match fetched {
         Ok(f) => Some(f),
@@ -107,12 +109,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None
         }
         Err(e) if e.profile_unavailable() => {
-            eprintln!(
-                "hottext: cannot use the profile named by {}: {e}",
+            return Err(output::failed(format!(
+                "cannot use the profile named by {}: {e}\n\
+                 the build stops here (--on-missing fail); --on-missing warn builds an unoptimised binary instead",
                 args.meta.display()
-            );
-            eprintln!("hottext: the build stops here (--on-missing fail); --on-missing warn builds an unoptimised binary instead");
-            return Ok(ExitCode::from(1));
+            )));
         }
         Err(e) => return Err(e.into()),
     };
@@ -121,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(f) => {
             let mut params = Params::default();
             params.c3.merge_threshold = args.merge_threshold;
+            output::parameters("order (c3)", &params);
             let ids = order(&f.graph, Algorithm::C3, &params);
             let entries = ids
                 .iter()
@@ -160,24 +162,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         output::json(&summary)?;
     } else if let Some(f) = &summary.fetched {
-        eprintln!(
-            "hottext: profile {} ({} samples, {} .. {}, version {})",
+        // The linker input is in a file: the report is the result, on stdout.
+        println!(
+            "profile {} ({} samples, {} .. {}, version {})",
             f.meta.object,
             f.meta.samples,
             hottext::store::meta::time(f.meta.window_start),
             hottext::store::meta::time(f.meta.window_end),
             f.meta.binary_version
         );
-        eprintln!(
-            "hottext: {:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
-            f.matched_percent,
+        println!(
+            "{:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
+            100.0 * f.matched_fraction,
             args.binary.display(),
-            f.matched_by_name_percent,
-            f.matched_by_code_percent,
+            100.0 * f.matched_by_name_fraction,
+            100.0 * f.matched_by_code_fraction,
             f.unmatched
         );
-        eprintln!(
-            "hottext: wrote {} ({} functions in order)",
+        println!(
+            "wrote {} ({} functions in order)",
             args.output.display(),
             summary.functions_ordered
         );

@@ -19,26 +19,32 @@ use serde::Serialize;
 use super::FormatArg;
 use crate::output;
 
-/// Order the functions of a profile and write the input a linker needs.
+/// Order the functions of a profile and write the input a linker needs
 ///
 /// Formats: `list` (one symbol a line), `ld-script` (GNU ld or lld: -Wl,-T,FILE; defines
-/// __hot_start/__hot_end and aligns them itself), `gold-order` (gold: -Wl,--section-ordering-file=FILE),
-/// `lld-order` (lld: -Wl,--symbol-ordering-file=FILE). The two order-file formats cannot
-/// define the markers: add `--markers hot_markers.o` and link that object too. `ranges` needs
-/// --binary and writes no linker input: it lists the hottest 2 MiB-aligned address ranges of the
-/// binary as it is (`0xSTART 0xEND` a line), for the runtime's LD_PRELOAD library
-/// (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
+/// __hot_start/__hot_end and aligns them itself), `gold-order` (gold:
+/// -Wl,--section-ordering-file=FILE), `lld-order` (lld: -Wl,--symbol-ordering-file=FILE). The
+/// two order-file formats cannot define the markers: add `--markers hot_markers.o` and link that
+/// object too. `ranges` needs --binary and writes no linker input: it lists the hottest 2 MiB
+/// aligned address ranges of the binary as it is (`0xSTART 0xEND` a line), for the runtime's
+/// LD_PRELOAD library (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
+/// `lld-cgprofile` writes the call edges for lld to order by itself.
 ///
 /// With --binary, profile functions the binary lacks are named in a warning and left out, and the
 /// layout's figures are shown next to those of the binary's current (address) order.
 ///
-/// Example: hottext order server.profile --binary ./server --format ld-script -o hot.ld
+/// Examples:
+///   hottext order server.profile --binary ./server --format ld-script -o hot.ld
+///   hottext order server.profile --binary ./server --format ranges -o server.ranges --json
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The profile written by `hottext profile`.
     profile: PathBuf,
+    /// How to order the functions.
     #[arg(long, value_enum, default_value_t = AlgorithmArg::C3)]
     algorithm: AlgorithmArg,
+    /// What to write.
     #[arg(long, value_enum, default_value_t = FormatArg::List)]
     format: FormatArg,
     /// Write the order here instead of stdout.
@@ -67,9 +73,9 @@ pub struct Args {
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
-    /// Print the layout figures as JSON on stdout (needs -o for the order itself).
+    /// Print the figures as JSON on stdout (needs -o for the order, ranges or edges).
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -82,15 +88,31 @@ enum AlgorithmArg {
     Cdsort,
 }
 
+/// The JSON document. `ranges` and `lld-cgprofile` write no order of ours: they have no
+/// algorithm, params or ordered figures, and `ranges` has its ranges.
 #[derive(Serialize)]
 struct Summary<'a> {
-    algorithm: &'a str,
-    params: &'a Params,
-    alignment: Alignment,
-    functions_ordered: usize,
+    format: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    algorithm: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Params>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alignment: Option<Alignment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    functions_ordered: Option<usize>,
     functions_missing_in_binary: Vec<&'a str>,
-    ordered: Metrics,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordered: Option<Metrics>,
     current: Option<Metrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranges: Option<Vec<Range>>,
+}
+
+#[derive(Serialize)]
+struct Range {
+    start: u64,
+    end: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -114,6 +136,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut params = Params::default();
     params.c3.merge_threshold = args.merge_threshold;
+    match algorithm {
+        Algorithm::C3 => output::parameters("order (c3)", &params.c3),
+        Algorithm::Cdsort => output::parameters("order (cdsort)", &params.cdsort),
+        _ => output::parameters("order (ph)", &serde_json::json!({})),
+    }
     let ordered = order(&graph, algorithm, &params);
 
     // Functions the binary lacks are named, then left out of the linker input.
@@ -154,11 +181,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let mut summary = Summary {
+        format: args
+            .format
+            .to_possible_value()
+            .map_or(String::new(), |v| v.get_name().to_string()),
+        algorithm: None,
+        params: None,
+        alignment: None,
+        functions_ordered: None,
+        functions_missing_in_binary: missing,
+        ordered: None,
+        current: addresses.as_ref().map(|at| measure(&graph, at)),
+        ranges: None,
+    };
     let Some(format) = args.format.link_format() else {
         if args.format == FormatArg::LldCgprofile {
-            return write_cgprofile(&args, &graph, addresses.as_ref());
+            write_cgprofile(&args, &graph, addresses.as_ref())?;
+        } else {
+            summary.ranges = Some(write_ranges(
+                &args,
+                &graph,
+                binary.as_ref(),
+                addresses.as_ref(),
+            )?);
         }
-        return write_ranges(&args, &graph, binary.as_ref(), addresses.as_ref());
+        if args.json {
+            output::json(&summary)?;
+        }
+        return Ok(ExitCode::SUCCESS);
     };
     let entries: Vec<Entry> = kept
         .iter()
@@ -207,15 +258,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output::warn("this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object");
     }
 
-    let summary = Summary {
-        algorithm: name,
-        params: &params,
-        alignment,
-        functions_ordered: kept.len(),
-        functions_missing_in_binary: missing,
-        ordered: measure(&graph, &place_in_order(&graph, &kept)),
-        current: addresses.as_ref().map(|at| measure(&graph, at)),
-    };
+    summary.algorithm = Some(name);
+    summary.params = Some(&params);
+    summary.alignment = Some(alignment);
+    summary.functions_ordered = Some(kept.len());
+    summary.ordered = Some(measure(&graph, &place_in_order(&graph, &kept)));
     if args.json {
         output::json(&summary)?;
     } else {
@@ -226,7 +273,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// `--format lld-cgprofile`: the call edges among the functions the binary has (all of them
 /// without --binary), for lld to order by itself.
-fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<ExitCode> {
+fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<()> {
     let keep = |f: FuncId| at.is_none_or(|at| at[f as usize].is_some());
     match &args.output {
         Some(path) => {
@@ -238,7 +285,7 @@ fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow
         }
         None => write_call_graph_profile(graph, keep, &mut std::io::stdout().lock())?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
@@ -247,7 +294,7 @@ fn write_ranges(
     graph: &Graph,
     binary: Option<&Binary>,
     at: Option<&Placement>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Vec<Range>> {
     let (Some(binary), Some(at)) = (binary, at) else {
         bail!("--format ranges lists addresses of a binary: give --binary BIN");
     };
@@ -266,11 +313,16 @@ fn write_ranges(
         None => print!("{text}"),
     }
     let pages: u64 = ranges.iter().map(|(s, e)| (e - s) / HUGE_PAGE).sum();
-    eprintln!(
-        "hottext: {pages} hot 2 MiB pages in {} ranges",
-        ranges.len()
-    );
-    Ok(ExitCode::SUCCESS)
+    if !args.json {
+        eprintln!(
+            "hottext: {pages} hot 2 MiB pages in {} ranges",
+            ranges.len()
+        );
+    }
+    Ok(ranges
+        .into_iter()
+        .map(|(start, end)| Range { start, end })
+        .collect())
 }
 
 fn check_build_id(graph: &Graph, binary: &Binary, allow: bool) -> anyhow::Result<()> {
@@ -328,10 +380,11 @@ type Row = (&'static str, fn(&Metrics) -> String);
 fn print_summary(s: &Summary) -> anyhow::Result<()> {
     // The order itself may be on stdout, so the figures go to stderr.
     let mut err = std::io::stderr().lock();
+    let algorithm = s.algorithm.unwrap_or("?");
     writeln!(
         err,
-        "hottext: ordered {} functions with {}",
-        s.functions_ordered, s.algorithm
+        "hottext: ordered {} functions with {algorithm}",
+        s.functions_ordered.unwrap_or(0)
     )?;
     let rows: [Row; 9] = [
         ("hot functions", |m| m.hot_functions.to_string()),
@@ -356,16 +409,19 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
             m.weighted_call_distance.to_string()
         }),
     ];
+    let Some(ordered) = &s.ordered else {
+        return Ok(());
+    };
     match &s.current {
         Some(cur) => {
-            writeln!(err, "  {:<32} {:>14} {:>14}", "", "current", s.algorithm)?;
+            writeln!(err, "  {:<32} {:>14} {:>14}", "", "current", algorithm)?;
             for (label, f) in rows {
-                writeln!(err, "  {label:<32} {:>14} {:>14}", f(cur), f(&s.ordered))?;
+                writeln!(err, "  {label:<32} {:>14} {:>14}", f(cur), f(ordered))?;
             }
         }
         None => {
             for (label, f) in rows {
-                writeln!(err, "  {label:<32} {:>14}", f(&s.ordered))?;
+                writeln!(err, "  {label:<32} {:>14}", f(ordered))?;
             }
         }
     }

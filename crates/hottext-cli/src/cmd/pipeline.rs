@@ -10,7 +10,7 @@ use hottext::pipeline::{run as run_pipeline, schedule, Report, RunOptions};
 
 use crate::output;
 
-/// Refresh a service's profile without anyone maintaining it by hand.
+/// Refresh a service's profile without anyone maintaining it by hand
 ///
 /// `run` profiles the running service, merges the new profile with the previous one (time
 /// decay), applies the quality gate, puts the profile in the store and commits the new meta file
@@ -21,9 +21,16 @@ use crate::output;
 ///   hottext pipeline run --config hottext.toml
 ///   hottext pipeline install --weekly --config /srv/server/hottext.toml
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     #[command(subcommand)]
     command: PipelineCommand,
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        matches!(&self.command, PipelineCommand::Run(a) if a.json)
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -32,7 +39,7 @@ enum PipelineCommand {
     Install(InstallArgs),
 }
 
-/// Profile the service, gate, store, and commit the meta file.
+/// Profile the service, gate, store, and commit the meta file
 ///
 /// Records the service named in the config (pid, pid_file, systemd_unit, or command plus
 /// load), builds its profile, fits last run's profile (from the meta file on the branch) to the
@@ -55,26 +62,33 @@ enum PipelineCommand {
 ///   [merge]    decay (0.5)
 ///   [gate]     min_samples (1000), min_resolved (0.9), max_drift (0.9), min_previous_matched (0.5)
 ///
-/// Example: hottext pipeline run --config hottext.toml --json
+/// Example:
+///   hottext pipeline run --config hottext.toml --json
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct RunArgs {
+    /// The config file (TOML, above).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Wait this long for another run of the same service to finish.
     #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
     lock_wait: f64,
+    /// Print the report as JSON on stdout, also when the gate fails.
     #[arg(long)]
     json: bool,
 }
 
-/// Run the pipeline every week: write and enable a systemd timer and service.
+/// Run the pipeline every week: write and enable a systemd timer and service
 ///
 /// Where systemd does not run (containers, some CI machines), the units are still written and
-/// the crontab line that does the same is printed.
+/// the crontab line that does the same is printed on stdout.
 ///
-/// Example: hottext pipeline install --weekly --config /srv/server/hottext.toml
+/// Example:
+///   hottext pipeline install --weekly --config /srv/server/hottext.toml
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct InstallArgs {
+    /// The config file `pipeline run` will read.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Once a week (the paper's period; the only schedule for now).
@@ -100,6 +114,14 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--lock-wait must be zero or more seconds");
     }
     let config = Config::read(&args.config)?;
+    output::parameters(
+        "pipeline",
+        &serde_json::json!({
+            "record": config.record,
+            "merge": config.merge,
+            "gate": config.gate,
+        }),
+    );
     let opts = RunOptions {
         lock_wait: Duration::from_secs_f64(args.lock_wait),
     };
@@ -113,42 +135,46 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_report(&report);
     }
-    Ok(if report.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    if report.passed {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Exit status 1 always comes with its reason on stderr, whatever stdout holds.
+    for c in report.gate.iter().filter(|c| !c.passed) {
+        eprintln!("hottext: pipeline failed: gate {}: {}", c.name, c.detail);
+    }
+    Ok(ExitCode::from(1))
 }
 
+/// The run's result: on stdout, as nothing else is there.
 fn print_report(r: &Report) {
     if let Some(message) = &r.message {
         for line in message.lines() {
-            eprintln!("  {line}");
+            println!("  {line}");
         }
     } else {
         for c in &r.gate {
-            eprintln!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
+            println!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
         }
     }
     match (&r.commit, r.passed) {
         (Some(c), _) => {
-            eprintln!(
-                "hottext: committed {} on {} ({} -> {})",
+            println!(
+                "committed {} on {} ({} -> {})",
                 &c[..c.len().min(12)],
                 r.branch,
                 r.meta.display(),
                 r.object.as_deref().unwrap_or("?")
             );
             if let Some(remote) = &r.pushed_to {
-                eprintln!("hottext: pushed {} to {remote}", r.branch);
+                println!("pushed {} to {remote}", r.branch);
             }
         }
-        (None, true) => eprintln!(
-            "hottext: {} already names this profile: nothing to commit",
+        (None, true) => println!(
+            "{} already names this profile: nothing to commit",
             r.meta.display()
         ),
-        (None, false) => eprintln!(
-            "hottext: the gate failed: nothing was stored or committed; the previous profile stays in use"
+        (None, false) => println!(
+            "the gate failed: nothing was stored or committed; the previous profile stays in use"
         ),
     }
 }

@@ -20,7 +20,7 @@ const CALLER_UNKNOWN_WARNING: f64 = 0.05;
 /// Files smaller than this read in well under a second: no progress bar.
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 
-/// Build the call graph of one binary from a perf.data file.
+/// Build the call graph of one binary from a perf.data file
 ///
 /// Keeps the samples that fall in BIN (matched by build-id, else by path, and says which), maps
 /// their addresses to BIN's functions (removing a PIE's load bias), and writes the profile text.
@@ -28,8 +28,10 @@ const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 /// one per call entry. Samples outside BIN, addresses without a symbol, and records perf lost
 /// are counted and shown.
 ///
-/// Example: hottext profile perf.data --binary ./server -o server.profile
+/// Example:
+///   hottext profile perf.data --binary ./server -o server.profile
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The perf.data written by `hottext record` (or `perf record -g`).
     perf_data: PathBuf,
@@ -47,7 +49,7 @@ pub struct Args {
     allow_build_id_mismatch: bool,
     /// Print the figures as JSON on stdout (needs -o for the profile itself).
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Serialize)]
@@ -58,7 +60,8 @@ struct Summary<'a> {
     read_seconds: f64,
     functions: usize,
     edges: usize,
-    unresolved_percent: f64,
+    /// Share (0 to 1) of the binary's samples at an address no function symbol covers.
+    unresolved_fraction: f64,
     #[serde(flatten)]
     stats: &'a Stats,
 }
@@ -83,6 +86,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let (graph, stats) = result.map_err(explain)?;
     let read_seconds = started.elapsed().as_secs_f64();
+    // perf.data's own rate setting is not read; the rate the samples show is.
+    output::parameters(
+        "profile",
+        &serde_json::json!({
+            "event": stats.event,
+            "sample_kind": stats.sample_kind,
+            "samples_per_second": stats.samples as f64 / stats.seconds.max(1e-9),
+            "pid": args.pid,
+            "allow_build_id_mismatch": args.allow_build_id_mismatch,
+        }),
+    );
 
     match &args.output {
         Some(path) => {
@@ -102,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         read_seconds,
         functions: graph.funcs.len(),
         edges: graph.calls.len(),
-        unresolved_percent: stats.unresolved_percent(),
+        unresolved_fraction: stats.unresolved_percent() / 100.0,
         stats: &stats,
     };
     warn_about(&stats, &graph, &args);
@@ -232,7 +246,8 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
     writeln!(
         err,
         "  without symbol    {} ({:.2}% of {bin}'s)",
-        st.samples_unresolved, s.unresolved_percent
+        st.samples_unresolved,
+        100.0 * s.unresolved_fraction
     )?;
     if st.samples_kernel_only > 0 {
         writeln!(err, "  kernel only       {}", st.samples_kernel_only)?;

@@ -20,7 +20,7 @@ use crate::output;
 /// How often to check on perf and redraw the progress line.
 const TICK: Duration = Duration::from_millis(100);
 
-/// Sample a program with perf: call stacks, or branch records where the CPU has them.
+/// Sample a program with perf: call stacks, or branch records where the CPU has them
 ///
 /// Chooses what this machine supports and says why: branch records of calls (LBR) when the PMU
 /// has them, else call stacks by frame pointers; the hardware cycle counter, else the software
@@ -31,10 +31,14 @@ const TICK: Duration = Duration::from_millis(100);
 /// With --pid, records for --duration seconds, or until Ctrl-C or the process exits; with a
 /// command, until the command exits (or --duration).
 ///
-/// Example: hottext record -o perf.data -- ./server --port 8080
+/// The recorded command's stdout is hottext's stdout, so the report goes to stderr (with
+/// --json, the JSON document is the last thing on stdout).
 ///
-/// Example: hottext record --pid 4242 --duration 30 --cpu 3
+/// Examples:
+///   hottext record -o perf.data -- ./server --port 8080
+///   hottext record --pid 4242 --duration 30 --cpu 3
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The perf.data file to write.
     #[arg(short, long, value_name = "FILE", default_value = "perf.data")]
@@ -60,7 +64,7 @@ pub struct Args {
     per_process: bool,
     /// Print what was done as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// The command to start and record (after --).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -68,7 +72,9 @@ pub struct Args {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum SamplingArg {
+    /// Call stacks by frame pointers
     Stack,
+    /// Branch records of calls (LBR)
     Branch,
 }
 
@@ -82,7 +88,8 @@ struct Summary<'a> {
     /// "cpus 0-1" or "process".
     scope: String,
     reasons: &'a [String],
-    perf_cpu_percent: f64,
+    /// perf's CPU time over the wall time: 0.02 is 2 % of one CPU.
+    perf_cpu_fraction: f64,
     #[serde(flatten)]
     outcome: &'a Outcome,
 }
@@ -124,6 +131,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let plan = plan(&request, &machine, &runs_on)?;
     describe(&plan)?;
+    output::parameters(
+        "record",
+        &serde_json::json!({
+            "event": plan.event,
+            "frequency_hz": plan.frequency,
+            "sampling": plan.sampling,
+            "scope": scope(&plan.scope),
+            "duration_seconds": args.duration,
+            "pin_cpu": args.cpu,
+        }),
+    );
 
     let mut session = Session::start(&plan)?;
     let bar = progress_bar(duration);
@@ -161,12 +179,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sampling: plan.sampling,
         event: plan.event,
         frequency: plan.frequency,
-        scope: match &plan.scope {
-            Scope::Cpus(cpus) => format!("cpus {cpus}"),
-            Scope::Process => "process".into(),
-        },
+        scope: scope(&plan.scope),
         reasons: &plan.reasons,
-        perf_cpu_percent: 100.0 * outcome.perf_cpu_seconds / outcome.wall_seconds.max(1e-9),
+        perf_cpu_fraction: outcome.perf_cpu_seconds / outcome.wall_seconds.max(1e-9),
         outcome: &outcome,
     };
     if args.json {
@@ -175,6 +190,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print_summary(&summary)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn scope(scope: &Scope) -> String {
+    match scope {
+        Scope::Cpus(cpus) => format!("cpus {cpus}"),
+        Scope::Process => "process".into(),
+    }
 }
 
 /// What is about to happen and why, before perf starts (it may run for a long time).
@@ -232,7 +254,8 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
     writeln!(
         err,
         "  perf's own cost   {:.1}% of one CPU ({:.2} s CPU); the kernel's sampling work is not included",
-        s.perf_cpu_percent, o.perf_cpu_seconds
+        100.0 * s.perf_cpu_fraction,
+        o.perf_cpu_seconds
     )?;
     writeln!(
         err,

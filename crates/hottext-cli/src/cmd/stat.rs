@@ -30,8 +30,8 @@ use crate::output;
 /// is untouched. The report goes to stderr; with --json it goes to stdout, and the command's
 /// stdout is sent to stderr so that stdout holds only the JSON.
 ///
-/// Exit status: 0, or 1 when the command failed (its counts are still shown), 2 when perf
-/// cannot run or the command cannot start.
+/// Exit status: 0, or 1 when the command failed (exited non-zero or was killed; its counts are
+/// still shown), 2 when perf cannot run or the command cannot start.
 ///
 /// Examples:
 ///   hottext stat -- ./server --requests 100000
@@ -41,7 +41,7 @@ use crate::output;
 pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// The command and its arguments (put them after --).
     #[arg(
         required = true,
@@ -85,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if interrupted.load(Ordering::SeqCst) {
         bail!("interrupted");
     }
+    output::parameters("stat", &event_parameters(&plan));
     let stdout = if args.json {
         let fd = std::io::stderr()
             .as_fd()
@@ -147,20 +148,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if report.interrupted {
         bail!("interrupted");
     }
-    Ok(if run.exit_code == Some(0) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    if run.exit_code == Some(0) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.json {
+        // The human report, which says so, is not printed: exit status 1 comes with its reason.
+        eprintln!("hottext: stat: the command {}", how_it_ended(run.exit_code));
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// "exited 0", "FAILED with exit status 3", or "was ended by a signal".
+fn how_it_ended(exit_code: Option<i32>) -> String {
+    match exit_code {
+        Some(0) => "exited 0".to_string(),
+        Some(code) => format!("FAILED with exit status {code}"),
+        None => "was ended by a signal".to_string(),
+    }
 }
 
 fn print_report(r: &Report) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
-    let status = match r.exit_code {
-        Some(0) => "exited 0".to_string(),
-        Some(code) => format!("FAILED with exit status {code}"),
-        None => "was ended by a signal".to_string(),
-    };
+    let status = how_it_ended(r.exit_code);
     writeln!(
         err,
         "\nhottext stat: {} {status}",
@@ -199,10 +208,24 @@ fn print_report(r: &Report) -> anyhow::Result<()> {
     for m in &r.counts.multiplexed {
         output::warn(format!(
             "{} was multiplexed: counted {:.1} % of the time, value scaled up",
-            m.event, m.enabled_percent
+            m.event,
+            100.0 * m.enabled_fraction
         ));
     }
     Ok(())
+}
+
+/// The perf event that counts each figure, for `--verbose` (stat and ab count the same ones).
+pub fn event_parameters(plan: &EventPlan) -> serde_json::Value {
+    let events: serde_json::Map<String, serde_json::Value> = Counter::SOFTWARE
+        .iter()
+        .chain(&Counter::HARDWARE)
+        .map(|&c| {
+            let event = plan.event_of(c).unwrap_or("(not on this machine)");
+            (c.label().to_string(), event.into())
+        })
+        .collect();
+    serde_json::json!({ "vendor": plan.vendor, "events": events })
 }
 
 fn output_command(argv: &[String]) -> String {

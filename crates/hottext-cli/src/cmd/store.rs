@@ -12,10 +12,10 @@ use hottext::store::{ObjectHash, Store};
 
 use crate::output;
 
-/// Put, get, list and collect profiles in a store, where objects are named by the SHA-256 of
-/// their content and every read checks the content against the name.
+/// Put, get, list and collect profiles in a content-addressed store
 ///
-/// STORE is a directory (the default kind; writes are atomic) or a URL: s3://bucket/prefix
+/// Objects are named by the SHA-256 of their content, and every read checks the content against
+/// the name. STORE is a directory (the default kind; writes are atomic) or a URL: s3://bucket/prefix
 /// (S3 and S3-compatible servers: add ?endpoint=http://host:9000&allow_http=true), gs://bucket,
 /// az://container, https://host/path. Credentials come from the environment
 /// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...), never from the URL.
@@ -26,9 +26,21 @@ use crate::output;
 ///   hottext store ls --store /var/lib/hottext
 ///   hottext store gc --store /var/lib/hottext --repo . --meta hottext/server.meta
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     #[command(subcommand)]
     command: StoreCommand,
+}
+
+impl Args {
+    pub fn json(&self) -> bool {
+        match &self.command {
+            StoreCommand::Put(a) => a.json,
+            StoreCommand::Ls(a) => a.json,
+            StoreCommand::Gc(a) => a.json,
+            StoreCommand::Get(_) => false,
+        }
+    }
 }
 
 #[derive(clap::Subcommand)]
@@ -39,13 +51,15 @@ enum StoreCommand {
     Gc(GcArgs),
 }
 
-/// Store a profile under its hash; prints the hash.
+/// Store a profile under its hash; prints the hash
 ///
 /// With --meta, also writes a meta file that names the object (facts from the profile's
 /// headers), for a profile published by hand or by CI rather than by `hottext pipeline run`.
 ///
-/// Example: hottext store put server.profile --store /var/lib/hottext --meta server.meta
+/// Example:
+///   hottext store put server.profile --store /var/lib/hottext --meta server.meta
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct PutArgs {
     /// The file to store (a profile, unless --any).
     file: PathBuf,
@@ -58,16 +72,20 @@ struct PutArgs {
     /// Store a file that is not a hottext profile.
     #[arg(long, conflicts_with = "meta")]
     any: bool,
+    /// Print the hash, size and whether it was there already as JSON on stdout.
     #[arg(long)]
     json: bool,
 }
 
-/// Fetch an object by hash, checking its content against the hash.
+/// Fetch an object by hash, checking its content against the hash
 ///
-/// Exit status 1 when the object is missing or corrupt (the message names the hash).
+/// Exit status 1 when the object is missing or corrupt (the message names the hash). The
+/// object itself is the output, so there is no --json.
 ///
-/// Example: hottext store get sha256:9f86d08... --store /var/lib/hottext -o server.profile
+/// Example:
+///   hottext store get sha256:9f86d08... --store /var/lib/hottext -o server.profile
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct GetArgs {
     /// sha256:<hex> (or the bare hex).
     hash: String,
@@ -79,26 +97,31 @@ struct GetArgs {
     output: Option<PathBuf>,
 }
 
-/// List the objects: hash, size, age.
+/// List the objects: hash, size, age
 ///
-/// Example: hottext store ls --store /var/lib/hottext --json
+/// Example:
+///   hottext store ls --store /var/lib/hottext --json
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct LsArgs {
     /// The store: a directory, or an s3://, gs://, az:// or https:// URL.
     #[arg(long, value_name = "STORE")]
     store: String,
+    /// Print the list as JSON on stdout, as the document's `objects` field.
     #[arg(long)]
     json: bool,
 }
 
-/// Delete the objects nothing refers to.
+/// Delete the objects nothing refers to
 ///
 /// Kept: objects named by --keep-meta files, by --keep hashes, by every version of --meta in the
 /// history of --repo (so any profile commit can still be reverted and built), and objects younger
 /// than --min-age-days (a run may have stored one and not committed yet).
 ///
-/// Example: hottext store gc --store /var/lib/hottext --repo . --meta hottext/server.meta --dry-run
+/// Example:
+///   hottext store gc --store /var/lib/hottext --repo . --meta hottext/server.meta --dry-run
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 struct GcArgs {
     /// The store: a directory, or an s3://, gs://, az:// or https:// URL.
     #[arg(long, value_name = "STORE")]
@@ -121,6 +144,7 @@ struct GcArgs {
     /// Say what would be deleted, delete nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Print what was deleted and kept as JSON on stdout.
     #[arg(long)]
     json: bool,
 }
@@ -235,7 +259,8 @@ fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.store)?;
     let objects = store.list()?;
     if args.json {
-        output::json(&objects)?;
+        // A document is an object, so that it can carry `schema`.
+        output::json(&serde_json::json!({ "objects": objects }))?;
         return Ok(ExitCode::SUCCESS);
     }
     for o in &objects {

@@ -525,15 +525,20 @@ fn report(
     let mut multiplexed: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
     for r in &measured {
         for m in &r.counts.multiplexed {
-            let e = multiplexed.entry(m.event.as_str()).or_insert((0, 100.0));
+            let e = multiplexed.entry(m.event.as_str()).or_insert((0, 1.0));
             e.0 += 1;
-            e.1 = e.1.min(m.enabled_percent);
+            e.1 = e.1.min(m.enabled_fraction);
         }
     }
     if !multiplexed.is_empty() {
         let list: Vec<String> = multiplexed
             .iter()
-            .map(|(e, (n, pct))| format!("{e} in {n} runs (down to {pct:.0} % of the time)"))
+            .map(|(e, (n, share))| {
+                format!(
+                    "{e} in {n} runs (down to {:.0} % of the time)",
+                    100.0 * share
+                )
+            })
             .collect();
         warnings.push(format!(
             "counters were multiplexed, so those counts are scaled estimates: {}; \

@@ -13,8 +13,8 @@ use super::stats::Better;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Multiplexed {
     pub event: String,
-    /// Share of the run the event was on a counter; perf scaled its value up from it.
-    pub enabled_percent: f64,
+    /// Share (0 to 1) of the run the event was on a counter; perf scaled its value up from it.
+    pub enabled_fraction: f64,
 }
 
 /// What one run counted. Times are in seconds.
@@ -45,7 +45,7 @@ impl Counts {
                 if r.multiplexed() {
                     counts.multiplexed.push(Multiplexed {
                         event: r.event.clone(),
-                        enabled_percent: r.enabled_percent.unwrap_or(0.0),
+                        enabled_fraction: r.enabled_fraction.unwrap_or(0.0),
                     });
                 }
             }
@@ -213,14 +213,14 @@ pub const METRICS: &[Metric] = &[
         value: |c| c.get(Counter::ItlbHits2m),
     },
     Metric {
-        key: "itlb-hits-2m-share",
+        key: "itlb-hits-2m-fraction",
         label: "iTLB hits on 2M pages",
-        unit: "%",
+        unit: "fraction",
         better: Better::Higher,
         counter: None,
         value: |c| {
             let (h4, h2) = (c.get(Counter::ItlbHits4k)?, c.get(Counter::ItlbHits2m)?);
-            ratio(Some(h2), Some(h2 + h4), 100.0)
+            ratio(Some(h2), Some(h2 + h4), 1.0)
         },
     },
     Metric {
@@ -274,7 +274,7 @@ mod tests {
             c.multiplexed,
             [Multiplexed {
                 event: "cycles".into(),
-                enabled_percent: 50.0
+                enabled_fraction: 0.5
             }]
         );
     }
@@ -293,7 +293,7 @@ mod tests {
         };
         assert_eq!(get("ipc"), Some(2.0));
         assert_eq!(get("itlb-walks-per-m-instr"), Some(1.5));
-        assert_eq!(get("itlb-hits-2m-share"), Some(70.0));
+        assert_eq!(get("itlb-hits-2m-fraction"), Some(0.7));
         assert_eq!(get("l1i-mpki"), None);
         assert_eq!(get("wall-time"), None);
         let keys: std::collections::BTreeSet<_> = METRICS.iter().map(|m| m.key).collect();

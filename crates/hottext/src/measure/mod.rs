@@ -109,6 +109,15 @@ pub enum MeasureError {
 }
 
 impl MeasureError {
+    /// The measured command or server failed (exit status, signal), not hottext or perf: what
+    /// the CLI reports with exit status 1, as for `stat` of a failing command.
+    pub fn is_command_failure(&self) -> bool {
+        matches!(
+            self,
+            MeasureError::CommandFailed { .. } | MeasureError::ServerExited { .. }
+        )
+    }
+
     pub(crate) fn perf_missing(source: std::io::Error) -> MeasureError {
         MeasureError::PerfMissing { source }
     }

@@ -41,8 +41,10 @@ pub struct Reading {
     pub unit: String,
     /// Nanoseconds the event was counted.
     pub run_ns: Option<u64>,
-    /// Share of the enabled time the event was on a counter: below 100 means multiplexed.
-    pub enabled_percent: Option<f64>,
+    /// Share (0 to 1) of the enabled time the event was on a counter: below 1 means
+    /// multiplexed. perf prints it in percent; it is read as a fraction, as hottext reports
+    /// every share.
+    pub enabled_fraction: Option<f64>,
 }
 
 impl Reading {
@@ -54,7 +56,7 @@ impl Reading {
     }
 
     pub fn multiplexed(&self) -> bool {
-        self.count().is_some() && self.enabled_percent.is_some_and(|p| p < 99.995)
+        self.count().is_some() && self.enabled_fraction.is_some_and(|f| f < 0.99995)
     }
 }
 
@@ -106,11 +108,12 @@ pub fn parse(text: &str, sep: char) -> Result<Vec<Reading>, ParseError> {
             None | Some("") => None,
             Some(f) => Some(f.parse().map_err(|_| err("the run time is not a number"))?),
         };
-        let enabled_percent = match fields.get(4).map(|f| f.trim()) {
+        let enabled_fraction = match fields.get(4).map(|f| f.trim()) {
             None | Some("") => None,
             Some(f) => Some(
-                f.parse()
-                    .map_err(|_| err("the enabled percentage is not a number"))?,
+                f.parse::<f64>()
+                    .map_err(|_| err("the enabled percentage is not a number"))?
+                    / 100.0,
             ),
         };
         readings.push(Reading {
@@ -118,7 +121,7 @@ pub fn parse(text: &str, sep: char) -> Result<Vec<Reading>, ParseError> {
             value,
             unit: fields[1].trim().to_string(),
             run_ns,
-            enabled_percent,
+            enabled_fraction,
         });
     }
     Ok(readings)
@@ -224,7 +227,7 @@ mod tests {
     fn multiplexing_percentages_are_read() {
         let r = parse(MULTIPLEXED, ',').unwrap();
         assert_eq!(r.len(), 7, "the metric-only line is skipped");
-        assert_eq!(r[1].enabled_percent, Some(74.98));
+        assert_eq!(r[1].enabled_fraction, Some(0.7498));
         assert!(r[1].multiplexed() && r[2].multiplexed() && r[3].multiplexed());
         assert!(!r[0].multiplexed());
         assert_eq!(r[3].value, Value::Counted(1274532.0));

@@ -74,7 +74,7 @@ pub struct Service {
     pub version_command: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
     /// How long to record. The paper's job records a few minutes a week.
@@ -106,7 +106,7 @@ pub struct RepoConfig {
     pub author: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Merge {
     /// Weight of the previous profile: merged = new + decay × previous. 0.5 halves last week's
@@ -115,7 +115,7 @@ pub struct Merge {
     pub decay: f64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     /// Fewer samples of the binary than this say the recording missed the service (wrong pid,

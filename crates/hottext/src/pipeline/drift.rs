@@ -11,10 +11,10 @@ use crate::graph::Graph;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mover {
     pub name: String,
-    /// Share of the samples in the previous profile, in percent.
-    pub before: f64,
-    /// Share in this run, in percent.
-    pub after: f64,
+    /// Share (0 to 1) of the samples in the previous profile.
+    pub before_fraction: f64,
+    /// Share (0 to 1) in this run.
+    pub after_fraction: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -34,7 +34,7 @@ pub fn drift(old: &Graph, new: &Graph, top: usize) -> Drift {
         g.funcs
             .iter()
             .filter(|f| f.samples > 0)
-            .map(|f| (f.name.as_str(), 100.0 * f.samples as f64 / total))
+            .map(|f| (f.name.as_str(), f.samples as f64 / total))
             .collect()
     }
     let (before, after) = (shares(old), shares(new));
@@ -45,18 +45,19 @@ pub fn drift(old: &Graph, new: &Graph, top: usize) -> Drift {
         .iter()
         .map(|n| Mover {
             name: n.to_string(),
-            before: before.get(n).copied().unwrap_or(0.0),
-            after: after.get(n).copied().unwrap_or(0.0),
+            before_fraction: before.get(n).copied().unwrap_or(0.0),
+            after_fraction: after.get(n).copied().unwrap_or(0.0),
         })
         .collect();
     let distance = movers
         .iter()
-        .map(|m| (m.after - m.before).abs())
+        .map(|m| (m.after_fraction - m.before_fraction).abs())
         .sum::<f64>()
-        / 200.0;
+        / 2.0;
     // Largest move first; names break ties so the report is stable.
     movers.sort_by(|a, b| {
-        let (da, db) = ((a.after - a.before).abs(), (b.after - b.before).abs());
+        let move_of = |m: &Mover| (m.after_fraction - m.before_fraction).abs();
+        let (da, db) = (move_of(a), move_of(b));
         db.total_cmp(&da).then_with(|| a.name.cmp(&b.name))
     });
     movers.truncate(top);
@@ -91,6 +92,7 @@ mod tests {
         assert!((d.distance - 0.3).abs() < 1e-9, "{d:?}");
         let names: Vec<&str> = d.movers.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["f", "h"]); // f: 50 → 20, h: 0 → 30, g: 50 → 50
-        assert_eq!((d.movers[0].before, d.movers[0].after), (50.0, 20.0));
+        let f = &d.movers[0];
+        assert_eq!((f.before_fraction, f.after_fraction), (0.5, 0.2));
     }
 }

@@ -98,21 +98,22 @@ impl FetchError {
 #[derive(Debug, Clone, Serialize)]
 pub struct FetchSummary<'a> {
     pub meta: &'a Meta,
-    pub matched_percent: f64,
-    pub matched_by_name_percent: f64,
-    pub matched_by_code_percent: f64,
+    /// Shares (0 to 1) of the profile's weight that match the binary: in all, by name, by code.
+    pub matched_fraction: f64,
+    pub matched_by_name_fraction: f64,
+    pub matched_by_code_fraction: f64,
     pub renamed: &'a [(String, String)],
     pub unmatched: usize,
 }
 
 impl Fetched {
     pub fn summary(&self) -> FetchSummary<'_> {
-        let pct = |n: u64| 100.0 * n as f64 / self.matched.total.max(1) as f64;
+        let share = |n: u64| n as f64 / self.matched.total.max(1) as f64;
         FetchSummary {
             meta: &self.meta,
-            matched_percent: 100.0 * self.matched.share(),
-            matched_by_name_percent: pct(self.matched.by_name),
-            matched_by_code_percent: pct(self.matched.by_code),
+            matched_fraction: self.matched.share(),
+            matched_by_name_fraction: share(self.matched.by_name),
+            matched_by_code_fraction: share(self.matched.by_code),
             renamed: &self.matched.renamed,
             unmatched: self.matched.unmatched.len(),
         }

@@ -83,9 +83,9 @@ pub struct RunOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct Previous {
     pub object: Option<String>,
-    /// Share of its weight that matched the current binary (0 to 1).
-    pub matched: f64,
-    pub matched_by_code: f64,
+    /// Share (0 to 1) of its weight that matched the current binary, and of it by code.
+    pub matched_fraction: f64,
+    pub matched_by_code_fraction: f64,
     pub merged: bool,
     /// Why it was not merged, if it was not.
     pub note: Option<String>,
@@ -98,8 +98,8 @@ pub struct Report {
     pub passed: bool,
     pub gate: Vec<Check>,
     pub samples: u64,
-    /// Share of the binary's samples that fell in a function (0 to 1).
-    pub resolved: f64,
+    /// Share (0 to 1) of the binary's samples that fell in a function.
+    pub resolved_fraction: f64,
     pub window_start: String,
     pub window_end: String,
     pub seconds: f64,
@@ -180,7 +180,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
         passed: checks.iter().all(|c| c.passed),
         gate: checks,
         samples: stats.samples_in_binary,
-        resolved,
+        resolved_fraction: resolved,
         window_start: meta::time(rec.start),
         window_end: meta::time(rec.end),
         seconds: rec.outcome.wall_seconds,
@@ -268,8 +268,8 @@ fn previous_profile(
 ) -> (Option<Previous>, Option<Graph>) {
     let not_merged = |object: Option<String>, note: String| Previous {
         object,
-        matched: 0.0,
-        matched_by_code: 0.0,
+        matched_fraction: 0.0,
+        matched_by_code_fraction: 0.0,
         merged: false,
         note: Some(note),
     };
@@ -308,8 +308,8 @@ fn previous_profile(
     });
     let previous = Previous {
         object,
-        matched: share,
-        matched_by_code: by_code,
+        matched_fraction: share,
+        matched_by_code_fraction: by_code,
         merged,
         note,
     };
@@ -346,7 +346,7 @@ fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String {
         "hottext: refresh the profile of {} ({} samples, {:.1}% resolved)",
         r.service,
         r.samples,
-        100.0 * r.resolved
+        100.0 * r.resolved_fraction
     );
     let _ = writeln!(m);
     let _ = writeln!(m, "object    {}", meta.object);
@@ -376,8 +376,8 @@ fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String {
                 "previous  {} merged with decay {} ({:.1}% of its weight matched, {:.1}% by code under a new name)",
                 p.object.as_deref().unwrap_or("?"),
                 config.merge.decay,
-                100.0 * p.matched,
-                100.0 * p.matched_by_code
+                100.0 * p.matched_fraction,
+                100.0 * p.matched_by_code_fraction
             );
         }
         Some(p) => {
@@ -401,9 +401,9 @@ fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String {
                 let _ = writeln!(
                     m,
                     "  {:+6.2}  {:6.2}% -> {:6.2}%  {}",
-                    mv.after - mv.before,
-                    mv.before,
-                    mv.after,
+                    100.0 * (mv.after_fraction - mv.before_fraction),
+                    100.0 * mv.before_fraction,
+                    100.0 * mv.after_fraction,
                     mv.name
                 );
             }

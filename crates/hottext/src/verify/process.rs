@@ -69,11 +69,14 @@ pub struct ProcessReport {
     pub hot_end: u64,
     pub pages: Vec<PageReport>,
     pub huge_pages: usize,
+    /// Why the check failed: each 2 MiB page of the hot range that is not on a huge page. Empty
+    /// when it passed, that is when the whole range is on huge pages.
+    pub problems: Vec<String>,
 }
 
 impl ProcessReport {
     pub fn passed(&self) -> bool {
-        self.huge_pages > 0
+        self.problems.is_empty()
     }
 }
 
@@ -148,6 +151,24 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
         page += HUGE_PAGE;
     }
     let huge_pages = pages.iter().filter(|p| p.backing.is_huge()).count();
+    let mut problems: Vec<String> = pages
+        .iter()
+        .filter(|p| !p.backing.is_huge())
+        .map(|p| {
+            let name = if p.mapping.is_empty() {
+                "[anonymous]"
+            } else {
+                &p.mapping
+            };
+            format!(
+                "the 2 MiB page at {:#x} ({name}) is on 4 KiB pages",
+                p.address
+            )
+        })
+        .collect();
+    if pages.is_empty() {
+        problems.push("the hot range is empty".to_string());
+    }
     Ok(ProcessReport {
         pid,
         executable,
@@ -156,6 +177,7 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
         hot_end,
         pages,
         huge_pages,
+        problems,
     })
 }
 
