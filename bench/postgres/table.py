@@ -72,56 +72,60 @@ print(
     f"`make bench-postgres` (= `bash bench/postgres/run.sh`, RUNS={a.runs} DURATION={a.duration} "
     f"SCALE={a.scale}); build {a.build_seconds} s, whole run {a.total_seconds} s.\n"
 )
-print(
-    f"### Measured: `hottext ab`, default build (A) against each configuration (B)\n\n"
-    f"Each row is one `hottext ab`: {a.runs} interleaved rounds after one warm-up round, a fresh "
-    f"server each run pinned to one CPU, load (`load.sh`): pg_prewarm, then "
-    f"`pgbench -n [-S] -c {CLIENTS} -j {CLIENTS} -T {a.duration}` on the other CPU over a Unix "
-    "socket. Medians of A and B, and B/A as the median of the per-round ratios with its 95 % "
-    "interval (sign-test order statistics); the verdict is on tps. latency: pgbench's measured "
-    "average (`-P`); p99: the 99th percentile of its per-transaction log. iTLB walks per million "
-    "instructions and IPC come from the PMU; \"no PMU\" where the machine has none (see the "
-    "simulation below). Huge pages: AnonHugePages / FilePmdMapped (kB) of the postmaster "
-    "after a short load.\n"
-)
-print("| configuration | workload | tps A | tps B | tps B/A [95 %] | latency B/A | p99 B/A | "
-      "iTLB walks/M instr B/A | IPC B/A | verdict | huge pages kB |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-notes = []
-for c in a.configs.split():
-    for w in a.workloads.split():
-        path = os.path.join(a.out_dir, f"ab-{c}-{w}.json")
-        try:
-            with open(path) as f:
-                r = json.load(f)
-        except (OSError, ValueError):
-            print(f"| {WHAT.get(c, c)} | {NAMES.get(w, w)} | – | – | – | – | – | – | – | not run | {huge(c)} |")
-            continue
-        pmu = r.get("hardware_pmu", False)
-        tps = find(r, "tps")
-        counter = (lambda k: ratio_cell(find(r, k))) if pmu else (lambda k: "no PMU")
-        print(
-            f"| {WHAT.get(c, c)} | {NAMES.get(w, w)} | {tps['comparison']['median_a']:.0f} | "
-            f"{tps['comparison']['median_b']:.0f} | {ratio_cell(tps)} | "
-            f"{ratio_cell(find(r, 'latency-ms'))} | {ratio_cell(find(r, 'p99-ms'))} | "
-            f"{counter('itlb-walks-per-m-instr')} | {counter('ipc')} | "
-            f"{tps['comparison']['verdict']} | {huge(c)} |"
-        )
-        for wmsg in r.get("warnings", []):
-            notes.append(f"{c}/{w}: {wmsg}")
-first = os.path.join(a.out_dir, f"ab-{a.configs.split()[0]}-{a.workloads.split()[0]}.json")
-try:
-    with open(first) as f:
-        r = json.load(f)
-    print("\nExact server commands of the first row (A, B): `{}`, `{}`; the others differ only "
-          "in B's binary directory (and the preload environment for whole-huge); every report "
-          "is `hottext ab --json` in `$BENCH_DIR/out/ab-CONFIG-WORKLOAD.json`.".format(r["a"], r["b"]))
-except (OSError, ValueError, KeyError):
-    pass
-if notes:
-    print("\nWarnings from `hottext ab`:\n")
-    for n in notes:
-        print(f"- {n}")
+measured = any(os.path.exists(os.path.join(a.out_dir, f"ab-{c}-{w}.json"))
+               for c in a.configs.split() for w in a.workloads.split())
+# A simulation-only run (MEASURE=0) has no measured table.
+if measured:
+    print(
+        f"### Measured: `hottext ab`, default build (A) against each configuration (B)\n\n"
+        f"Each row is one `hottext ab`: {a.runs} interleaved rounds after one warm-up round, a fresh "
+        f"server each run pinned to one CPU, load (`load.sh`): pg_prewarm, then "
+        f"`pgbench -n [-S] -c {CLIENTS} -j {CLIENTS} -T {a.duration}` on the other CPU over a Unix "
+        "socket. Medians of A and B, and B/A as the median of the per-round ratios with its 95 % "
+        "interval (sign-test order statistics); the verdict is on tps. latency: pgbench's measured "
+        "average (`-P`); p99: the 99th percentile of its per-transaction log. iTLB walks per million "
+        "instructions and IPC come from the PMU; \"no PMU\" where the machine has none (see the "
+        "simulation below). Huge pages: AnonHugePages / FilePmdMapped (kB) of the postmaster "
+        "after a short load.\n"
+    )
+    print("| configuration | workload | tps A | tps B | tps B/A [95 %] | latency B/A | p99 B/A | "
+          "iTLB walks/M instr B/A | IPC B/A | verdict | huge pages kB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    notes = []
+    for c in a.configs.split():
+        for w in a.workloads.split():
+            path = os.path.join(a.out_dir, f"ab-{c}-{w}.json")
+            try:
+                with open(path) as f:
+                    r = json.load(f)
+            except (OSError, ValueError):
+                print(f"| {WHAT.get(c, c)} | {NAMES.get(w, w)} | – | – | – | – | – | – | – | not run | {huge(c)} |")
+                continue
+            pmu = r.get("hardware_pmu", False)
+            tps = find(r, "tps")
+            counter = (lambda k: ratio_cell(find(r, k))) if pmu else (lambda k: "no PMU")
+            print(
+                f"| {WHAT.get(c, c)} | {NAMES.get(w, w)} | {tps['comparison']['median_a']:.0f} | "
+                f"{tps['comparison']['median_b']:.0f} | {ratio_cell(tps)} | "
+                f"{ratio_cell(find(r, 'latency-ms'))} | {ratio_cell(find(r, 'p99-ms'))} | "
+                f"{counter('itlb-walks-per-m-instr')} | {counter('ipc')} | "
+                f"{tps['comparison']['verdict']} | {huge(c)} |"
+            )
+            for wmsg in r.get("warnings", []):
+                notes.append(f"{c}/{w}: {wmsg}")
+    first = os.path.join(a.out_dir, f"ab-{a.configs.split()[0]}-{a.workloads.split()[0]}.json")
+    try:
+        with open(first) as f:
+            r = json.load(f)
+        print("\nExact server commands of the first row (A, B): `{}`, `{}`; the others differ only "
+              "in B's binary directory (and the preload environment for whole-huge); every report "
+              "is `hottext ab --json` in `$BENCH_DIR/out/ab-CONFIG-WORKLOAD.json`.".format(r["a"], r["b"]))
+    except (OSError, ValueError, KeyError):
+        pass
+    if notes:
+        print("\nWarnings from `hottext ab`:\n")
+        for n in notes:
+            print(f"- {n}")
 
 # ---- simulation ----
 sims = {}
