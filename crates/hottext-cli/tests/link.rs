@@ -4,6 +4,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::Output;
 
 use common::{hottext, lld_dir, run, stderr, stdout, write};
 use hottext::binary::Binary;
@@ -44,23 +45,24 @@ fn setup() -> tempfile::TempDir {
     dir
 }
 
-fn order(dir: &Path, format: &str, out: &str) {
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            format,
-            "-o",
-            out,
-            "--markers",
-            "markers.o",
-        ],
-        dir,
-    );
+/// Orders `p.profile` for `base` into `out` (and `markers.o`), with `extra` options.
+fn order(dir: &Path, format: &str, out: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "order",
+        "p.profile",
+        "--binary",
+        "base",
+        "--format",
+        format,
+        "-o",
+        out,
+        "--markers",
+        "markers.o",
+    ];
+    args.extend_from_slice(extra);
+    let o = hottext(&args, dir);
     assert!(o.status.success(), "{}", stderr(&o));
+    o
 }
 
 /// Links, runs, verifies, and checks the hot functions' addresses follow the order.
@@ -100,14 +102,14 @@ fn check(dir: &Path, link_args: &[&str]) {
 #[test]
 fn gnu_ld_with_linker_script() {
     let dir = setup();
-    order(dir.path(), "ld-script", "hot.ld");
+    order(dir.path(), "ld-script", "hot.ld", &[]);
     check(dir.path(), &["-fuse-ld=bfd", "-Wl,-T,hot.ld"]);
 }
 
 #[test]
 fn lld_with_linker_script() {
     let dir = setup();
-    order(dir.path(), "ld-script", "hot.ld");
+    order(dir.path(), "ld-script", "hot.ld", &[]);
     check(
         dir.path(),
         &["-B", lld_dir(), "-fuse-ld=lld", "-Wl,-T,hot.ld"],
@@ -117,7 +119,7 @@ fn lld_with_linker_script() {
 #[test]
 fn lld_with_symbol_ordering_file() {
     let dir = setup();
-    order(dir.path(), "lld-order", "order.txt");
+    order(dir.path(), "lld-order", "order.txt", &[]);
     check(
         dir.path(),
         &[
@@ -133,7 +135,7 @@ fn lld_with_symbol_ordering_file() {
 #[test]
 fn gold_with_section_ordering_file() {
     let dir = setup();
-    order(dir.path(), "gold-order", "order.txt");
+    order(dir.path(), "gold-order", "order.txt", &[]);
     check(
         dir.path(),
         &[
@@ -192,20 +194,7 @@ fn two_static_functions_of_one_name_are_placed_individually() {
         "p.profile",
         "# hottext profile v1\nfn call_3 8 5\nfn g;a.c 8 50\ncall call_3 g;a.c 40\n",
     );
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            "ld-script",
-            "-o",
-            "hot.ld",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    order(dir.path(), "ld-script", "hot.ld", &[]);
     run(
         "gcc",
         &["a.o", "b.o", "m.o", "-Wl,-T,hot.ld", "-o", "out"],
@@ -255,20 +244,7 @@ fn a_part_gcc_split_off_as_cold_stays_out_of_the_hot_range() {
         "# hottext profile v1\nfn main 60 10\nfn work 16 50\nfn work.cold 45 1\n\
          call main work 50\ncall work work.cold 1\n",
     );
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            "ld-script",
-            "-o",
-            "hot.ld",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = order(dir.path(), "ld-script", "hot.ld", &[]);
     assert!(stderr(&o).contains("work.cold"), "{}", stderr(&o));
     let script = std::fs::read_to_string(dir.path().join("hot.ld")).unwrap();
     assert!(
@@ -309,21 +285,7 @@ fn check_cache_line_rule(linker: &[&str]) {
     }
     profile += "call main f1 9\ncall main f2 8\ncall main f3 7\ncall main f4 6\n";
     write(dir.path(), "p.profile", &profile);
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            "ld-script",
-            "-o",
-            "hot.ld",
-            "--align-cache-lines",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    order(dir.path(), "ld-script", "hot.ld", &["--align-cache-lines"]);
     let mut args = vec!["p.o", "-Wl,-T,hot.ld", "-o", "out"];
     args.extend_from_slice(linker);
     run("gcc", &args, dir.path());
