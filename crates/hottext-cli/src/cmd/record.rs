@@ -149,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(outcome) = session.poll()? {
             break outcome;
         }
-        if duration.is_some_and(|d| session.elapsed() >= d) {
+        if plan.stop_after().is_some_and(|d| session.elapsed() >= d) {
             session.stop();
         }
         bar.set_position(session.elapsed().as_millis() as u64);

@@ -90,7 +90,6 @@ fn record_running(
     };
     let start = SystemTime::now();
     let mut session = Session::start(&plan)?;
-    let limit = Duration::from_secs_f64(config.record.seconds);
     let outcome = loop {
         if let Some(outcome) = session.poll()? {
             break outcome;
@@ -98,7 +97,7 @@ fn record_running(
         let load_done = load
             .as_mut()
             .is_some_and(|l| l.try_wait().ok().flatten().is_some());
-        if session.elapsed() >= limit || load_done {
+        if plan.stop_after().is_some_and(|d| session.elapsed() >= d) || load_done {
             session.stop();
         }
         std::thread::sleep(TICK);

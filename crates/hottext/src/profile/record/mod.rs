@@ -249,11 +249,33 @@ impl Plan {
             }
             (Scope::Process, Target::Command(_)) => {}
         }
-        if let Target::Command(cmd) = &self.target {
-            args.push("--".into());
-            args.extend(cmd.iter().cloned());
+        match (&self.target, self.duration) {
+            (Target::Command(cmd), _) => {
+                args.push("--".into());
+                args.extend(cmd.iter().cloned());
+            }
+            // perf times the recording itself: it starts `sleep` once its events are set up,
+            // which on a loaded machine (or CPU-wide, where perf first lists every process)
+            // takes a second or more of a short recording's time.
+            (Target::Pid(_), Some(d)) => args.extend([
+                "--".into(),
+                "sleep".into(),
+                format!("{:.3}", d.as_secs_f64()).into(),
+            ]),
+            (Target::Pid(_), None) => {}
         }
         args
+    }
+
+    /// When to stop perf ourselves: after the duration for a command, which runs as long as it
+    /// likes; for a process perf stops itself (see [`Plan::perf_args`]), and this is only a
+    /// safety net, as long again as the duration plus 30 s.
+    pub fn stop_after(&self) -> Option<Duration> {
+        let d = self.duration?;
+        Some(match self.target {
+            Target::Command(_) => d,
+            Target::Pid(_) => d * 2 + Duration::from_secs(30),
+        })
     }
 
     /// The whole command line, for people to read and re-run.
@@ -431,11 +453,14 @@ impl Session {
             .and_then(|p| p.restore().err())
             .map(|e| e.to_string());
         self.restore_sigint();
-        // perf re-raises the SIGINT that stopped it once its file is written.
-        let stopped_by_sigint =
-            std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGINT);
+        // perf re-raises the SIGINT that stopped it once its file is written. When it times
+        // the recording with `sleep` (see `Plan::perf_args`) and we stop it early, it ends
+        // `sleep` with SIGTERM and passes that on instead.
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        let stopped =
+            signal == Some(libc::SIGINT) || (self.stop_sent && signal == Some(libc::SIGTERM));
         let bytes = self.bytes_written();
-        if !(status.success() || stopped_by_sigint) || bytes == 0 {
+        if !(status.success() || stopped) || bytes == 0 {
             return Err(RecordError::PerfFailed {
                 status: status.to_string(),
                 stderr: messages.trim().to_string(),
@@ -563,6 +588,24 @@ mod tests {
             args(&p),
             "perf record -o perf.data -e cycles:u -F 4999 -j any_call,u -a -C 3"
         );
+    }
+
+    #[test]
+    fn perf_times_a_process_recording_and_hottext_only_a_command() {
+        let m = machine(false, false, "0-1");
+        let mut r = request(Target::Pid(42));
+        r.duration = Some(Duration::from_millis(2500));
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert!(
+            args(&p).ends_with(" -a -C 0-1 -- sleep 2.500"),
+            "{}",
+            args(&p)
+        );
+        assert_eq!(p.stop_after(), Some(Duration::from_secs(35)));
+        r.target = Target::Command(vec!["./prog".into()]);
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert!(args(&p).ends_with(" -- ./prog"), "{}", args(&p));
+        assert_eq!(p.stop_after(), Some(Duration::from_millis(2500)));
     }
 
     #[test]
