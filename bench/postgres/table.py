@@ -28,6 +28,7 @@ WHAT = {
     "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split + `-hugify`",
     "cdsort": "hottext `--algorithm cdsort` (ld script)",
     "cdsort-lines": "hottext cdsort, `--align-cache-lines`",
+    "cdsort-align32": "hottext cdsort, 64 B aligned where it costs at most 32 B (BOLT's rule)",
     "bolt-none": "BOLT 19 `-reorder-functions=none` (code rewritten, not reordered)",
     "bolt-none-noalign": "BOLT 19 `-reorder-functions=none`, functions not aligned",
     "bolt-none-nopasses": "BOLT 19 `-reorder-functions=none`, no code-deleting passes",
