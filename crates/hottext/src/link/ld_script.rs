@@ -5,16 +5,19 @@
 //!   live in sections called `.text.g`; the pattern `*(.text.g)` would pull both into the hot
 //!   range. A profile names such a function `g;a.c` (see `binary`), and the script then matches
 //!   only the objects that can come from `a.c`: `a.o` and CMake's `a.c.o`, bare, in any
-//!   directory, or as an archive member. (An object named otherwise, say by `-o other.o`, is
-//!   not matched: that function then stays where it was, which `verify --binary` shows.) A qualifier that cannot be turned into a safe file
-//!   pattern falls back to every namesake, the old behaviour, rather than to none.
+//!   directory, or as an archive member. An object named otherwise (`-o other.o`) is not
+//!   matched: that function then stays where it was, which `verify --binary` shows. A qualifier
+//!   that cannot be turned into a safe file pattern falls back to every namesake, the old
+//!   behaviour, rather than to none.
 //! - **Cache-line starts where that pays** ([`Alignment::CacheLines`]). A function of `S` bytes
 //!   that starts `o` bytes into a line spans `ceil((o + S) / line)` lines, one more than it
 //!   needs when `o + S > line * ceil(S / line)`. Only then, and only when the padding is at most
 //!   `max_padding` bytes, the script moves the location counter to the next line; `o` is where
-//!   the section would start, at the alignment the compiler gave it. The test runs
-//!   in the linker, on the real offsets; `S` is the size the profile recorded. The output
-//!   section starts 2 MiB aligned, so offsets within it have the same alignment as addresses.
+//!   the section would start, at the alignment the compiler gave it. The linker evaluates the
+//!   rule on the real offsets; `S` is the size the profile recorded. The output section starts
+//!   2 MiB aligned, so offsets within it have the same alignment as addresses. On PostgreSQL
+//!   this rule saved more i-cache misses than BOLT's "align whenever the padding is at most
+//!   32 B" on the same order (bench/RESULTS.md).
 
 use std::io::{self, Write};
 
