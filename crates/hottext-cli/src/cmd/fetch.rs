@@ -122,16 +122,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(f) => {
             let mut params = Params::default();
             params.c3.merge_threshold = args.merge_threshold;
-            output::parameters("order (c3)", &params);
+            output::parameters("order (c3)", &params.c3);
             let ids = order(&f.graph, Algorithm::C3, &params);
             let entries = ids
                 .iter()
-                .filter(|&&id| !is_split_cold_part(&f.graph.funcs[id as usize].name))
-                .map(|&id| Entry {
-                    name: &f.graph.funcs[id as usize].name,
-                    aliases: &f.graph.funcs[id as usize].aliases,
-                    size: f.graph.funcs[id as usize].size,
-                })
+                .map(|&id| &f.graph.funcs[id as usize])
+                .filter(|func| !is_split_cold_part(&func.name))
+                .map(Entry::from)
                 .collect();
             (
                 entries,

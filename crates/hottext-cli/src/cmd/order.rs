@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -213,11 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let entries: Vec<Entry> = kept
         .iter()
-        .map(|&f| Entry {
-            name: &graph.funcs[f as usize].name,
-            aliases: &graph.funcs[f as usize].aliases,
-            size: graph.funcs[f as usize].size,
-        })
+        .map(|&f| Entry::from(&graph.funcs[f as usize]))
         .collect();
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
@@ -234,22 +230,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Alignment::AsCompiled
     };
     let origin = format!("{name} order of {}", args.profile.display());
-    match &args.output {
-        Some(path) => {
-            let mut out = BufWriter::new(
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-            );
-            emit(format, &entries, alignment, &origin, &mut out)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-        None => emit(
-            format,
-            &entries,
-            alignment,
-            &origin,
-            &mut std::io::stdout().lock(),
-        )?,
-    }
+    write_output(args.output.as_deref(), |out| {
+        emit(format, &entries, alignment, &origin, out)
+    })?;
     if let Some(path) = &args.markers {
         let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);
         let bytes = markers_object(arch).context("cannot build the markers object")?;
@@ -275,17 +258,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// without --binary), for lld to order by itself.
 fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<()> {
     let keep = |f: FuncId| at.is_none_or(|at| at[f as usize].is_some());
-    match &args.output {
-        Some(path) => {
-            let mut out = BufWriter::new(
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-            );
-            write_call_graph_profile(graph, keep, &mut out)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-        None => write_call_graph_profile(graph, keep, &mut std::io::stdout().lock())?,
-    }
-    Ok(())
+    write_output(args.output.as_deref(), |out| {
+        write_call_graph_profile(graph, keep, out)
+    })
+}
+
+/// Runs `write` on the file `path` (created), or on stdout without one.
+fn write_output(
+    path: Option<&Path>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(write(&mut std::io::stdout().lock())?);
+    };
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
@@ -307,11 +297,7 @@ fn write_ranges(
     for (start, end) in &ranges {
         text.push_str(&format!("{start:#x} {end:#x}\n"));
     }
-    match &args.output {
-        Some(path) => std::fs::write(path, text)
-            .with_context(|| format!("cannot write {}", path.display()))?,
-        None => print!("{text}"),
-    }
+    write_output(args.output.as_deref(), |out| out.write_all(text.as_bytes()))?;
     let pages: u64 = ranges.iter().map(|(s, e)| (e - s) / HUGE_PAGE).sum();
     if !args.json {
         eprintln!(

@@ -116,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         read_seconds,
         functions: graph.funcs.len(),
         edges: graph.calls.len(),
-        unresolved_fraction: stats.unresolved_percent() / 100.0,
+        unresolved_fraction: stats.unresolved_fraction(),
         stats: &stats,
     };
     warn_about(&stats, &graph, &args);

@@ -28,6 +28,7 @@ pub use markers::markers_object;
 use std::io::{self, Write};
 
 use crate::binary::{symbol_of, HOT_END, HOT_START};
+use crate::graph::Func;
 
 /// Section that holds `__hot_start` in the markers object.
 pub const START_SECTION: &str = ".text.hottext.start";
@@ -66,6 +67,16 @@ pub struct Entry<'a> {
     pub name: &'a str,
     pub aliases: &'a [String],
     pub size: u64,
+}
+
+impl<'a> From<&'a Func> for Entry<'a> {
+    fn from(f: &'a Func) -> Self {
+        Entry {
+            name: &f.name,
+            aliases: &f.aliases,
+            size: f.size,
+        }
+    }
 }
 
 impl Entry<'_> {

@@ -126,12 +126,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Share of the binary's samples that no symbol covers, in percent.
-    pub fn unresolved_percent(&self) -> f64 {
+    /// Share (0 to 1) of the binary's samples that no symbol covers.
+    pub fn unresolved_fraction(&self) -> f64 {
         if self.samples_in_binary == 0 {
             0.0
         } else {
-            100.0 * self.samples_unresolved as f64 / self.samples_in_binary as f64
+            self.samples_unresolved as f64 / self.samples_in_binary as f64
         }
     }
 }
