@@ -9,7 +9,7 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{gcc, hottext, perf_record, record_until_enough, run, stderr, stdout};
+use common::{gcc, perf_record, profile_json, record_until_enough, run, stdout};
 
 /// `caller` calls `callee` from two places 256 bytes of `nop` apart.
 const PROGRAM: &str = r#"
@@ -105,24 +105,11 @@ fn profile_has_the_offsets_of_the_calls_in_the_caller() {
     assert!(expected[1] - expected[0] > 256, "{expected:?}");
 
     // A few hundred samples of callee leave neither site empty; under load that takes longer.
-    let out = record_until_enough(0.5, |seconds| {
+    let v = record_until_enough(0.5, |seconds| {
         let data = perf_record(dir.path(), &prog, &[&seconds.to_string()]);
-        let out = hottext(
-            &[
-                "profile",
-                data.to_str().unwrap(),
-                "--binary",
-                "prog",
-                "-o",
-                "prog.profile",
-                "--json",
-            ],
-            dir.path(),
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = profile_json(dir.path(), &data, "prog", "prog.profile");
         match v["calls_sited"].as_u64() {
-            Some(n) if n >= 300 => Ok(out),
+            Some(n) if n >= 300 => Ok(v),
             n => Err(format!("{n:?} sited calls")),
         }
     });
@@ -149,6 +136,5 @@ fn profile_has_the_offsets_of_the_calls_in_the_caller() {
     let sited: u64 = found.values().sum();
     assert!(found.values().all(|&w| w > 0), "{profile}");
     assert!(sited <= call && sited * 2 > call, "{profile}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["calls_sited"].as_u64().unwrap() >= sited, "{v}");
 }

@@ -11,7 +11,9 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{gcc, hottext, perf_record, record_until_enough, require_perf, stderr, KillOnDrop};
+use common::{
+    gcc, hottext, perf_record, profile_json, record_until_enough, require_perf, stderr, KillOnDrop,
+};
 
 /// `main` calls `hot` in a loop, `hot` calls `leaf`.
 const PROGRAM: &str = r#"
@@ -214,26 +216,13 @@ fn frameless_leaf_gets_its_real_caller() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &["-DFRAMELESS"]);
     let data = record(dir.path(), &prog);
-    let out = hottext(
-        &[
-            "profile",
-            data.to_str().unwrap(),
-            "--binary",
-            "prog",
-            "-o",
-            "p.txt",
-            "--json",
-        ],
-        dir.path(),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    let v = profile_json(dir.path(), &data, "prog", "p.txt");
     let profile = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
     // perf's own stacks give main -> leaf here: hot's frame is skipped.
     assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
     assert!(!profile.contains("call main leaf"), "{profile}");
     // hot calls leaf from one place: the recovered calls are put there.
     assert!(profile.contains("\nsite hot leaf "), "{profile}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // Most samples (about 4 in 5) sit in the frameless leaf, and each gets its caller back.
     let (recovered, in_binary) = (
         v["calls_recovered"].as_u64().unwrap(),
@@ -247,20 +236,7 @@ fn profile_json_counts_what_it_read() {
     let dir = TempDir::new().unwrap();
     let prog = build(dir.path(), "prog", &[]);
     let data = record(dir.path(), &prog);
-    let out = hottext(
-        &[
-            "profile",
-            data.to_str().unwrap(),
-            "--binary",
-            "prog",
-            "-o",
-            "p.txt",
-            "--json",
-        ],
-        dir.path(),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = profile_json(dir.path(), &data, "prog", "p.txt");
     assert_eq!(v["sample_kind"], "stack");
     // main, hot and leaf at least; a sample may also catch the clock reading between rounds.
     assert!(v["functions"].as_u64().unwrap() >= 3, "{v}");

@@ -55,6 +55,25 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// Runs `hottext profile DATA --binary BINARY -o OUT --json` in `dir`, expects it to succeed,
+/// and returns its JSON document.
+pub fn profile_json(dir: &Path, data: &Path, binary: &str, out: &str) -> serde_json::Value {
+    let o = hottext(
+        &[
+            "profile",
+            data.to_str().unwrap(),
+            "--binary",
+            binary,
+            "-o",
+            out,
+            "--json",
+        ],
+        dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Kills the child when the test is done with it, also when a failed assertion unwinds past it.
 pub struct KillOnDrop(pub Child);
 
