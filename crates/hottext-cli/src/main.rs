@@ -43,7 +43,8 @@ enum Command {
     Pipeline(cmd::pipeline::Args),
     Fetch(cmd::fetch::Args),
     Stat(cmd::stat::Args),
-    Ab(cmd::ab::Args),
+    // Boxed: its many options make it much larger than the other verbs' arguments.
+    Ab(Box<cmd::ab::Args>),
 }
 
 impl Command {
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Fetch(args) => cmd::fetch::run(args),
         Command::Stat(args) => cmd::stat::run(args),
-        Command::Ab(args) => cmd::ab::run(args),
+        Command::Ab(args) => cmd::ab::run(*args),
     };
     match result {
         Ok(code) => code,

@@ -9,6 +9,7 @@ use hottext::cpus;
 use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
+use hottext::measure::simulate::compare::SimConfig;
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -37,6 +38,12 @@ use crate::output;
 /// A server is never left behind, on errors and Ctrl-C included. The server's CPU time during
 /// the load is read from /proc.
 ///
+/// --simulate runs each side once per offset under valgrind's cachegrind instead (models of
+/// the L1 iTLB, L2 iTLB and L1i; exact instruction counts; misses per million instructions),
+/// for machines without a PMU; see the options. A server's figures are its lifetime under the
+/// load minus a lifetime under --baseline-load (or none), so start-up cancels out; raise
+/// --ready-timeout, as valgrind runs a program 20-50× slower.
+///
 /// Exit status: 0 when the comparison ran (whatever the verdict), 1 when a run's command, server
 /// or load failed (exited non-zero or was killed, as for `hottext stat`) or --expect-same found
 /// different outputs, 2 when the arguments are wrong, perf cannot run or a server never got
@@ -51,6 +58,9 @@ use crate::output;
 ///   hottext ab --server-a ... --server-b ... --ready ... --load 'pgbench -n -S -T 10 -P 60' \
 ///       --metric 'tps = ([0-9.]+)' --metric-name tps --higher-is-better tps \
 ///       --metric 'latency average = ([0-9.]+) ms' --metric-name latency-ms
+///   hottext ab --simulate -a './base 100000' -b './hot 100000' \
+///       --baseline-a './base 1000' --baseline-b './hot 1000'
+///   hottext ab --simulate --offsets 0,64,128,192 -a ./base -b './hot-{offset}'
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -111,6 +121,33 @@ pub struct Args {
     /// checksum); exit status 1 otherwise.
     #[arg(long, value_name = "REGEX")]
     expect_same: Option<String>,
+    /// Simulate instead of counting: run each side under valgrind's cachegrind with models of
+    /// the L1 iTLB, L2 iTLB and L1i, and compare exact instruction counts and misses per
+    /// million instructions (for machines without a hardware PMU). One run per side and
+    /// offset: simulated counts do not vary between runs, so --runs does not apply.
+    #[arg(long, conflicts_with_all = ["metric", "expect_same"])]
+    simulate: bool,
+    /// With --simulate: start offsets of the hot range in bytes, substituted for {offset} in
+    /// the commands (e.g. -b './hot-{offset}' for binaries linked with `hottext order
+    /// --hot-offset N`), to tell a layout's effect from set-conflict luck.
+    #[arg(
+        long,
+        value_name = "BYTES,...",
+        value_delimiter = ',',
+        requires = "simulate"
+    )]
+    offsets: Vec<u64>,
+    /// With --simulate: command A doing less work (a smaller input); its counts are
+    /// subtracted, so that start-up cancels out.
+    #[arg(long, value_name = "CMD", requires_all = ["simulate", "baseline_b", "a"])]
+    baseline_a: Option<String>,
+    /// With --simulate: the same for command B.
+    #[arg(long, value_name = "CMD", requires_all = ["simulate", "baseline_a"])]
+    baseline_b: Option<String>,
+    /// With --simulate and a server: the load of the baseline lifetime whose counts are
+    /// subtracted (default: none; the server starts, gets ready and stops).
+    #[arg(long, value_name = "CMD", requires_all = ["simulate", "server_a"])]
+    baseline_load: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -126,6 +163,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
+    if args.simulate {
+        let offsets = match args.offsets.is_empty() {
+            true => vec![0],
+            false => args.offsets.clone(),
+        };
+        let sim = SimConfig {
+            a: config.a,
+            b: config.b,
+            baseline_a: args.baseline_a,
+            baseline_b: args.baseline_b,
+            service: config.service,
+            baseline_load: args.baseline_load,
+            offsets,
+        };
+        return super::simulate::run_ab(sim, args.json, interrupted);
+    }
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
     output::parameters("ab", &parameters(&config, &plan));
     if !plan.has_hardware_pmu() {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::layout::{order, Algorithm, Params};
-use hottext::link::{emit, is_split_cold_part, markers_object, Alignment, Entry};
+use hottext::link::{emit, is_split_cold_part, markers_object, Entry, ScriptPlacement};
 use hottext::pipeline::fetch::{fetch, FetchError};
 use hottext::store::meta::write_atomic;
 use serde::Serialize;
@@ -138,7 +138,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => (vec![], "NO PROFILE: unoptimised build".to_string()),
     };
     let mut text = Vec::new();
-    emit(format, &ordered, Alignment::AsCompiled, &origin, &mut text)?;
+    emit(
+        format,
+        &ordered,
+        ScriptPlacement::default(),
+        &origin,
+        &mut text,
+    )?;
     write_atomic(&args.output, &text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     if let Some(path) = &args.markers {

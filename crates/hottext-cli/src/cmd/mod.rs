@@ -6,6 +6,7 @@ pub mod order;
 pub mod pipeline;
 pub mod profile;
 pub mod record;
+mod simulate;
 pub mod stat;
 pub mod store;
 pub mod verify;

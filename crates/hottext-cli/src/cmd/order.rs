@@ -13,6 +13,7 @@ use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Pla
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
     emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment, Entry,
+    ScriptPlacement,
 };
 use serde::Serialize;
 
@@ -70,6 +71,11 @@ pub struct Args {
     /// the compiler aligned functions to 16 bytes, as GCC and Clang do at -O2 on x86-64.
     #[arg(long)]
     align_cache_lines: bool,
+    /// ld-script: this many bytes of padding before the first hot function (a multiple of 64,
+    /// below 4096), for measurement only: binaries linked at several offsets let
+    /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    hot_offset: u64,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -229,9 +235,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Alignment::AsCompiled
     };
+    if args.hot_offset > 0 && !format.places_individually() {
+        bail!("--hot-offset needs --format ld-script: order files cannot pad the hot range");
+    }
+    if args.hot_offset % 64 != 0 || args.hot_offset >= 4096 {
+        bail!(
+            "--hot-offset {}: give a multiple of 64 below 4096 (offsets of 4 KiB or more map to the same i-cache sets)",
+            args.hot_offset
+        );
+    }
+    let placement = ScriptPlacement {
+        alignment,
+        hot_offset: args.hot_offset,
+    };
     let origin = format!("{name} order of {}", args.profile.display());
     write_output(args.output.as_deref(), |out| {
-        emit(format, &entries, alignment, &origin, out)
+        emit(format, &entries, placement, &origin, out)
     })?;
     if let Some(path) = &args.markers {
         let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);

@@ -36,12 +36,22 @@ use crate::output;
 /// Examples:
 ///   hottext stat -- ./server --requests 100000
 ///   hottext stat --json -- sh -c 'make -j2' > counts.json
+///   hottext stat --simulate --baseline './server --requests 100' -- ./server --requests 10000
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Simulate instead of counting: run the command under valgrind's cachegrind with models
+    /// of the L1 iTLB, L2 iTLB and L1i (this CPU's geometry where known) and report exact
+    /// instructions and misses per million instructions; for machines without a PMU.
+    #[arg(long)]
+    simulate: bool,
+    /// With --simulate: the same program doing less work (a smaller input), run the same way;
+    /// its counts are subtracted so that start-up cancels out.
+    #[arg(long, value_name = "CMD", requires = "simulate")]
+    baseline: Option<String>,
     /// The command and its arguments (put them after --).
     #[arg(
         required = true,
@@ -81,6 +91,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Ctrl-C reaches the command and perf through the terminal; perf then writes what it
     // counted, and we show it.
     let interrupted = cancel::on_interrupt();
+    if args.simulate {
+        // The simulator runs a shell line; the words are quoted back into one.
+        let words: Vec<String> = args
+            .command
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        let command = shlex::try_join(words.iter().map(String::as_str))
+            .context("a word of the command holds a NUL byte")?;
+        return super::simulate::run_stat(
+            &command,
+            args.baseline.as_deref(),
+            args.json,
+            interrupted,
+        );
+    }
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
     if interrupted.load(Ordering::SeqCst) {
         bail!("interrupted");

@@ -22,7 +22,7 @@ mod ld_script;
 mod markers;
 
 pub use call_graph_profile::write_call_graph_profile;
-pub use ld_script::Alignment;
+pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::markers_object;
 
 use std::io::{self, Write};
@@ -86,13 +86,13 @@ impl Entry<'_> {
     }
 }
 
-/// Writes `entries` in `format`, aligned as `alignment` says where the format can
+/// Writes `entries` in `format`, placed as `placement` says where the format can
 /// ([`Format::places_individually`]). `origin` (what produced the order) goes into a comment
 /// where the format has comments.
 pub fn emit(
     format: Format,
     entries: &[Entry],
-    alignment: Alignment,
+    placement: ScriptPlacement,
     origin: &str,
     out: &mut dyn Write,
 ) -> io::Result<()> {
@@ -102,7 +102,7 @@ pub fn emit(
                 writeln!(out, "{}", e.name)?;
             }
         }
-        Format::LdScript => ld_script::write(entries, alignment, origin, out)?,
+        Format::LdScript => ld_script::write(entries, placement, origin, out)?,
         Format::GoldOrder => {
             writeln!(out, "{START_SECTION}")?;
             for section in unique(
@@ -175,7 +175,14 @@ mod tests {
             },
         ];
         let mut out = Vec::new();
-        emit(format, &entries, Alignment::AsCompiled, "test", &mut out).unwrap();
+        emit(
+            format,
+            &entries,
+            ScriptPlacement::default(),
+            "test",
+            &mut out,
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -315,7 +315,7 @@ impl Runner<'_> {
     ) -> Result<Captured, MeasureError> {
         let log = self.dir.join(format!("{}-server.log", id.file));
         let side = format!("{:?}", id.side);
-        let mut server = Server::start(&side, self.config.command(id.side), service.cpu, log)?;
+        let mut server = Server::start(&side, self.config.command(id.side), &[], service.cpu, log)?;
         server.wait_ready(&service.ready, service.ready_timeout, self.cancel)?;
         record.mhz = mean_mhz(&[service.cpu]);
         let scope = Scope::Cpu(service.cpu);

@@ -34,6 +34,7 @@ pub mod events;
 pub mod perf_stat;
 pub mod run;
 pub mod server;
+pub mod simulate;
 pub mod stats;
 
 use std::process::ExitStatus;
@@ -106,6 +107,17 @@ pub enum MeasureError {
     Cpu { cpu: u32, allowed: String },
     #[error("interrupted")]
     Interrupted,
+    #[error("cannot run valgrind, which simulates the caches: install it (Debian: apt-get install valgrind)")]
+    ValgrindMissing,
+    #[error("{side}: the {model} run counted {full} instructions, its baseline {baseline}: the baseline must do less work than the run (a smaller input, a shorter load)")]
+    BaselineNotSmaller {
+        side: String,
+        model: &'static str,
+        full: u64,
+        baseline: u64,
+    },
+    #[error("{side} wrote no simulated counts in {dir}: a process killed (SIGKILL) or one that exits without returning from main loses them; raise --stop-timeout, or stop the server with a signal it handles")]
+    SimulationLost { side: String, dir: String },
 }
 
 impl MeasureError {

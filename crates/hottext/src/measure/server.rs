@@ -38,11 +38,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `sh -c COMMAND` pinned to `cpu`, in its own process group, with stdin closed and
-    /// stdout and stderr to `log`. It gets SIGTERM should this process die first.
+    /// Starts `sh -c COMMAND` pinned to `cpu`, in its own process group, with `env` added to
+    /// its environment, stdin closed and stdout and stderr to `log`. It gets SIGTERM should
+    /// this process die first.
     pub fn start(
         side: &str,
         command: &str,
+        env: &[(&str, &str)],
         cpu: u32,
         log: PathBuf,
     ) -> Result<Server, MeasureError> {
@@ -54,6 +56,7 @@ impl Server {
             .map_err(io(format!("open {}", log.display())))?;
         let mut cmd = Command::new("sh");
         cmd.args(["-c", command])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -322,7 +325,7 @@ mod tests {
             "sleep 300 & touch {}; trap 'kill $!; exit 0' TERM; wait",
             flag.display()
         );
-        let mut server = Server::start("A", &script, cpu, dir.path().join("log")).unwrap();
+        let mut server = Server::start("A", &script, &[], cpu, dir.path().join("log")).unwrap();
         let pid = server.pid();
         server
             .wait_ready(
@@ -351,8 +354,14 @@ mod tests {
     fn a_server_that_ignores_sigterm_is_killed_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let cpu = own_cpus()[0];
-        let server =
-            Server::start("B", "trap '' TERM; sleep 300", cpu, dir.path().join("log")).unwrap();
+        let server = Server::start(
+            "B",
+            "trap '' TERM; sleep 300",
+            &[],
+            cpu,
+            dir.path().join("log"),
+        )
+        .unwrap();
         let pid = server.pid();
         std::thread::sleep(Duration::from_millis(100));
         let stopped = { server }.stop(Duration::from_millis(300));
@@ -369,6 +378,7 @@ mod tests {
         let mut server = Server::start(
             "A",
             "echo cannot bind >&2; exit 4",
+            &[],
             cpu,
             dir.path().join("log"),
         )

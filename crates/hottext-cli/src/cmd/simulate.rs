@@ -1,0 +1,211 @@
+//! `ab --simulate` and `stat --simulate`: the cache models instead of hardware counters.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::bail;
+use hottext::measure::ab::Side;
+use hottext::measure::simulate::compare::{self, SimConfig, SimRecord, SimReport};
+use hottext::measure::simulate::{self, Model, Simulated, Workload};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use super::stat::{number, with_unit};
+use crate::output;
+
+/// The models, after checking that valgrind runs; says which geometry is used.
+fn models() -> anyhow::Result<Vec<Model>> {
+    simulate::check_valgrind()?;
+    let models = simulate::models::probe();
+    output::parameters("simulate", &models);
+    Ok(models)
+}
+
+fn spinner(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    let template = format!("{{spinner}} {{pos}}/{{len}} {what} {{elapsed}} {{msg}}");
+    bar.set_style(
+        ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// The error for a failed simulated run: exit status 1 when the command, load or server
+/// failed, 2 otherwise.
+fn stopped(e: hottext::measure::MeasureError, what: &str) -> anyhow::Error {
+    if e.is_command_failure() {
+        output::failed(format!("{what} stopped: {e}"))
+    } else {
+        anyhow::Error::new(e).context(format!("{what} stopped"))
+    }
+}
+
+pub fn run_ab(config: SimConfig, json: bool, interrupted: &AtomicBool) -> anyhow::Result<ExitCode> {
+    if config.offsets.len() > 1 && !config.names_offset() {
+        bail!(
+            "--offsets {:?}: neither command names {{offset}}, so every offset would run the same binaries; \
+             put {{offset}} where the command picks the binary linked at that offset \
+             (hottext order --hot-offset N)",
+            config.offsets
+        );
+    }
+    let models = models()?;
+    eprintln!(
+        "hottext: simulating {} side(s) × {} model(s) under valgrind (20-50× slower than native)",
+        2 * config.offsets.len(),
+        models.len()
+    );
+    let bar = spinner(2 * config.offsets.len() as u64, "simulated runs");
+    let mut progress = |r: &SimRecord, done: usize, _: usize| {
+        bar.set_position(done as u64);
+        bar.set_message(format!("offset {} {:?}", r.offset, r.side));
+    };
+    let result = compare::run(&config, &models, interrupted, &mut progress);
+    bar.finish_and_clear();
+    let report = result.map_err(|e| stopped(e, "simulated A/B run"))?;
+    if json {
+        output::json(&report)?;
+    } else {
+        print_ab(&config, &report)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_ab(config: &SimConfig, r: &SimReport) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "A  {}", config.a)?;
+    writeln!(out, "B  {}", config.b)?;
+    print_models(&mut out, &r.models, r.startup_cancelled)?;
+    let offsets: Vec<String> = r.offsets.iter().map(u64::to_string).collect();
+    writeln!(
+        out,
+        "hot-range offsets: {} B; figures are medians over them, [min, max] their range;\n\
+         a verdict needs B/A beyond ±{:.0} % at every offset\n",
+        offsets.join(", "),
+        100.0 * compare::SIMULATION_TOLERANCE
+    )?;
+    writeln!(
+        out,
+        "{:<34} {:>14} {:>14} {:>8}  {:<18} verdict",
+        "figure", "A", "B", "B/A", "B/A range"
+    )?;
+    for row in &r.rows {
+        let (ratio, range) = match row.ratio {
+            Some(x) => (
+                format!("{:.3}", x.median),
+                format!("[{:.3}, {:.3}]", x.min, x.max),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        writeln!(
+            out,
+            "{:<34} {:>14} {:>14} {:>8}  {:<18} {}",
+            with_unit(&row.label, row.unit),
+            number(row.a.median),
+            number(row.b.median),
+            ratio,
+            range,
+            row.verdict.describe()
+        )?;
+    }
+    if r.offsets.len() > 1 {
+        writeln!(out, "\nper offset (misses per M instructions, A → B):")?;
+        for &offset in &r.offsets {
+            let side = |s: Side| r.records.iter().find(|x| x.offset == offset && x.side == s);
+            if let (Some(a), Some(b)) = (side(Side::A), side(Side::B)) {
+                let cells: Vec<String> = r
+                    .models
+                    .iter()
+                    .zip(a.simulated.models.iter().zip(&b.simulated.models))
+                    .map(|(m, (a, b))| {
+                        format!(
+                            "{} {} → {}",
+                            m.label,
+                            number(a.per_million_instructions()),
+                            number(b.per_million_instructions())
+                        )
+                    })
+                    .collect();
+                writeln!(out, "  {offset:>5} B  {}", cells.join("   "))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_models(out: &mut impl Write, models: &[Model], cancelled: bool) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "simulated with valgrind's cachegrind (exact instruction counts; no hardware counters):"
+    )?;
+    for m in models {
+        let source = match m.source {
+            "cpu" => "this CPU's geometry",
+            _ => "default geometry (AMD Zen 2-4)",
+        };
+        writeln!(out, "  {:<8} {} ({source})", m.label, m.describe())?;
+    }
+    let startup = match cancelled {
+        true => "start-up cancelled: each figure is the run minus its baseline run",
+        false => "start-up included (no baseline run; give one to cancel it)",
+    };
+    writeln!(out, "{startup}")?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct StatReport<'a> {
+    command: &'a str,
+    baseline: Option<&'a str>,
+    models: &'a [Model],
+    simulated: &'a Simulated,
+}
+
+pub fn run_stat(
+    command: &str,
+    baseline: Option<&str>,
+    json: bool,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<ExitCode> {
+    let models = models()?;
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(format!(
+        "simulating the command under {} models (20-50× slower than native)",
+        models.len()
+    ));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let workload = Workload::Command { command, baseline };
+    let result = simulate::simulate(&workload, &models, interrupted);
+    bar.finish_and_clear();
+    let simulated = result.map_err(|e| stopped(e, "simulated run"))?;
+    if json {
+        return output::json(&StatReport {
+            command,
+            baseline,
+            models: &models,
+            simulated: &simulated,
+        })
+        .map(|()| ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    print_models(&mut out, &models, simulated.startup_cancelled)?;
+    let instructions = simulated.models.last().map_or(0, |m| m.instructions);
+    writeln!(
+        out,
+        "\n{:<34} {:>16}",
+        "instructions (exact)",
+        number(instructions as f64)
+    )?;
+    for (m, counts) in models.iter().zip(&simulated.models) {
+        writeln!(
+            out,
+            "{:<34} {:>16}   {} misses",
+            format!("{} misses (per M instr)", m.label),
+            number(counts.per_million_instructions()),
+            number(counts.misses as f64)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,266 @@
+//! `ab --simulate` and `stat --simulate` under the real valgrind, on real binaries: one with a
+//! function on every 4 KiB page (each call a new page and the same i-cache set), and the same
+//! code packed by a hottext linker script, linked at several hot-range offsets.
+
+mod common;
+
+use std::path::Path;
+
+use common::{hottext, require, run, stderr, write};
+use serde_json::Value;
+
+const FUNCTIONS: usize = 100;
+
+/// `main(N)` calls every function N times; with `SERVE` it is a server that does that work
+/// each time a file `work` (holding N) appears, answers with `done`, and exits on SIGTERM
+/// (removing its `ready`).
+fn program() -> String {
+    let mut s = String::from(
+        "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n",
+    );
+    for i in 0..FUNCTIONS {
+        s += &format!(
+            "__attribute__((noinline)) unsigned f{i}(unsigned x) {{ return x * {}u ^ (x >> {}); }}\n",
+            2 * i + 3,
+            i % 13 + 1
+        );
+    }
+    s += "static unsigned work(long n) { unsigned s = 0; for (long r = 0; r < n; r++) {\n";
+    for i in 0..FUNCTIONS {
+        s += &format!("  s = f{i}(s + (unsigned)r);\n");
+    }
+    s += "} return s; }\n";
+    s += r#"
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig; stop = 1; }
+int main(int argc, char **argv) {
+    if (argc > 1) { printf("%u\n", work(atol(argv[1]))); return 0; }
+    signal(SIGTERM, on_term);
+    FILE *ready = fopen("ready", "w"); if (ready) fclose(ready);
+    while (!stop) {
+        FILE *f = fopen("work", "r");
+        if (!f) { usleep(10000); continue; }
+        long n = 0; if (fscanf(f, "%ld", &n) != 1) n = 0; fclose(f); unlink("work");
+        unsigned s = work(n);
+        FILE *d = fopen("done.tmp", "w"); if (d) { fprintf(d, "%u\n", s); fclose(d); rename("done.tmp", "done"); }
+    }
+    unlink("ready"); /* the next lifetime is not ready before it says so */
+    return 0;
+}
+"#;
+    s
+}
+
+/// `spread` (a function per page), and `hot-0`, `hot-64`, `hot-128`: the same objects linked
+/// with hottext's C3 order of a profile that names every function, at those hot offsets.
+fn build(dir: &Path) {
+    require("valgrind", &["--version"]);
+    write(dir, "p.c", &program());
+    let compile = |flags: &[&str], out: &str| {
+        let mut args = vec!["-O2", "-ffunction-sections", "-c", "p.c", "-o", out];
+        args.extend_from_slice(flags);
+        run("gcc", &args, dir);
+    };
+    compile(&["-falign-functions=4096"], "spread.o");
+    run("gcc", &["spread.o", "-o", "spread"], dir);
+    compile(&[], "p.o");
+    run("gcc", &["p.o", "-o", "base"], dir);
+    let mut profile = String::from("# hottext profile v1\nfn main 200 10\n");
+    for i in 0..FUNCTIONS {
+        profile += &format!("fn f{i} 16 100\ncall main f{i} 100\n");
+    }
+    write(dir, "p.profile", &profile);
+    for offset in ["0", "64", "128"] {
+        let script = format!("hot-{offset}.ld");
+        let o = hottext(
+            &[
+                "order",
+                "p.profile",
+                "--binary",
+                "base",
+                "--format",
+                "ld-script",
+            ]
+            .into_iter()
+            .chain(["--hot-offset", offset, "-o", &script, "--markers", "m.o"])
+            .collect::<Vec<_>>(),
+            dir,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let link = format!("-Wl,-T,{script}");
+        run(
+            "gcc",
+            &["p.o", "m.o", &link, "-o", &format!("hot-{offset}")],
+            dir,
+        );
+    }
+}
+
+fn json(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).expect("the report is JSON")
+}
+
+fn row<'a>(report: &'a Value, key: &str) -> &'a Value {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no row {key} in {report}"))
+}
+
+#[test]
+fn a_packed_layout_beats_a_page_per_function_at_every_hot_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let nm = String::from_utf8_lossy(&run("nm", &["hot-64"], dir.path()).stdout).into_owned();
+    let address = |name: &str| {
+        nm.lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+            .unwrap_or_else(|| panic!("{name} not in hot-64's symbols"))
+    };
+    assert_eq!(
+        address("main") - address("__hot_start"),
+        64,
+        "the padding is before the first hot function"
+    );
+
+    let report = json(&hottext(
+        &[
+            "ab",
+            "--simulate",
+            "--offsets",
+            "0,64,128",
+            "--json",
+            "-a",
+            "./spread 300",
+            "--baseline-a",
+            "./spread 3",
+            "-b",
+            "./hot-{offset} 300",
+            "--baseline-b",
+            "./hot-{offset} 3",
+        ],
+        dir.path(),
+    ));
+    assert_eq!(report["offsets"], serde_json::json!([0, 64, 128]));
+    assert_eq!(report["records"].as_array().unwrap().len(), 6);
+    assert_eq!(report["startup_cancelled"], true);
+    // The same code runs: exact counts agree at every offset.
+    let instructions = row(&report, "instructions");
+    for bound in ["min", "max"] {
+        let ratio = instructions["ratio"][bound].as_f64().unwrap();
+        assert!(
+            (ratio - 1.0).abs() < 0.001,
+            "instructions B/A {ratio}: {instructions}"
+        );
+    }
+    // A function per page: every call a new page, every function the same L1i set.
+    for key in ["itlb-l1-misses-per-m", "icache-misses-per-m"] {
+        let r = row(&report, key);
+        assert_eq!(r["verdict"], "b-better", "{r}");
+        assert!(r["ratio"]["max"].as_f64().unwrap() < 0.1, "{r}");
+    }
+}
+
+#[test]
+fn offsets_without_a_placeholder_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = hottext(
+        &[
+            "ab",
+            "--simulate",
+            "--offsets",
+            "0,64",
+            "-a",
+            "true",
+            "-b",
+            "true",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("{offset}"), "{}", stderr(&o));
+    let o = hottext(&["order", "x.profile", "--hot-offset", "100"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn stat_simulates_a_command_net_of_its_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let full = json(&hottext(
+        &["stat", "--simulate", "--json", "--", "./base", "200"],
+        dir.path(),
+    ));
+    let net = json(&hottext(
+        &[
+            "stat",
+            "--simulate",
+            "--json",
+            "--baseline",
+            "./base 100",
+            "--",
+            "./base",
+            "200",
+        ],
+        dir.path(),
+    ));
+    let instructions = |v: &Value| {
+        v["simulated"]["models"][2]["instructions"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(full["simulated"]["models"].as_array().unwrap().len(), 3);
+    assert_eq!(net["simulated"]["startup_cancelled"], true);
+    // 100 rounds of the 100 calls, without the start-up the full run includes.
+    let per_round = instructions(&net) as f64 / 100.0;
+    assert!(
+        (300.0..3000.0).contains(&per_round),
+        "{per_round} instructions per round"
+    );
+    assert!(
+        instructions(&full) > instructions(&net) + 50_000,
+        "start-up was not subtracted"
+    );
+}
+
+#[test]
+fn a_server_is_simulated_under_its_load_net_of_an_idle_lifetime() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let load = "echo 20000 > work.tmp && mv work.tmp work && \
+                while [ ! -e done ]; do sleep 0.05; done; rm done";
+    let report = json(&hottext(
+        &[
+            "ab",
+            "--simulate",
+            "--json",
+            "--server-a",
+            "rm -f ready; exec ./spread",
+            "--server-b",
+            "rm -f ready; exec ./hot-0",
+            "--ready",
+            "test -e ready",
+            "--ready-timeout",
+            "120",
+            "--load",
+            load,
+        ],
+        dir.path(),
+    ));
+    let instructions = row(&report, "instructions");
+    let a = instructions["a"]["median"].as_f64().unwrap();
+    // 20000 rounds of 100 calls; the idle polling and start-up cancel out.
+    assert!(
+        (20000.0 * 300.0..20000.0 * 3000.0).contains(&a),
+        "{instructions}"
+    );
+    assert_eq!(
+        instructions["verdict"], "no-significant-difference",
+        "{instructions}"
+    );
+    assert_eq!(row(&report, "itlb-l1-misses-per-m")["verdict"], "b-better");
+}

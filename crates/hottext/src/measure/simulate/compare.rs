@@ -1,0 +1,267 @@
+//! `ab --simulate`: A and B under the cache models, at one or more start offsets of the hot
+//! range, with each figure's spread over the offsets and a verdict.
+//!
+//! Simulated counts are deterministic (valgrind loads a program at the same addresses every
+//! time), so repeating a run measures nothing; what does vary is set-conflict luck. Where an
+//! L1i line maps depends on the code's address modulo 4 KiB, so moving the hot range by a
+//! multiple of 64 B against the rest of the code (the cold text, the shared libraries) changes
+//! which lines collide. A layout's systematic effect holds at every offset; luck does not. The
+//! commands name the offset as `{offset}` (e.g. a binary linked with
+//! `hottext order --hot-offset N`), and each offset is one round.
+//!
+//! Verdict: B better (worse) when B/A is below (above) 1 by more than [`SIMULATION_TOLERANCE`]
+//! at every offset; otherwise no significant difference.
+
+use std::sync::atomic::AtomicBool;
+
+use serde::Serialize;
+
+use super::{simulate_in, Model, Simulated, Workload};
+use crate::measure::ab::{Service, Side};
+use crate::measure::stats::{median, Verdict};
+use crate::measure::MeasureError;
+
+/// How far from 1 every offset's B/A must be for a verdict: simulated counts are exact, but a
+/// server's background work (timers, housekeeping) differs slightly from run to run.
+pub const SIMULATION_TOLERANCE: f64 = 0.01;
+
+/// The placeholder the commands use for the offset.
+pub const OFFSET_PLACEHOLDER: &str = "{offset}";
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Commands, or with `service` the servers' commands (all run with `sh -c`).
+    pub a: String,
+    pub b: String,
+    /// The command form's baselines (the same program doing less work).
+    pub baseline_a: Option<String>,
+    pub baseline_b: Option<String>,
+    pub service: Option<Service>,
+    /// The service form's baseline load; none means start, ready, stop.
+    pub baseline_load: Option<String>,
+    /// Substituted for `{offset}`; `[0]` when the commands do not name it.
+    pub offsets: Vec<u64>,
+}
+
+impl SimConfig {
+    /// Whether the A or B command names `{offset}`: required when more than one offset is asked.
+    pub fn names_offset(&self) -> bool {
+        self.a.contains(OFFSET_PLACEHOLDER) || self.b.contains(OFFSET_PLACEHOLDER)
+    }
+}
+
+/// One side at one offset.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimRecord {
+    pub offset: u64,
+    pub side: Side,
+    pub simulated: Simulated,
+}
+
+/// A value's median and range over the offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Option<Spread> {
+        Some(Spread {
+            median: median(values)?,
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// One figure compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimRow {
+    pub key: String,
+    pub label: String,
+    pub unit: &'static str,
+    pub a: Spread,
+    pub b: Spread,
+    /// B/A at each offset, summarised.
+    pub ratio: Option<Spread>,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SimReport {
+    pub models: Vec<Model>,
+    pub offsets: Vec<u64>,
+    pub startup_cancelled: bool,
+    pub rows: Vec<SimRow>,
+    pub records: Vec<SimRecord>,
+}
+
+/// Called after each simulated side: (record, done, total).
+pub type SimProgress<'a> = dyn FnMut(&SimRecord, usize, usize) + 'a;
+
+/// Runs A and B at every offset (A first at even offsets, B first at odd ones).
+pub fn run(
+    config: &SimConfig,
+    models: &[Model],
+    cancel: &AtomicBool,
+    progress: &mut SimProgress,
+) -> Result<SimReport, MeasureError> {
+    let scratch = crate::measure::scratch_dir()?;
+    let total = 2 * config.offsets.len();
+    let mut records = Vec::with_capacity(total);
+    for (i, &offset) in config.offsets.iter().enumerate() {
+        let order = match i % 2 {
+            0 => [Side::A, Side::B],
+            _ => [Side::B, Side::A],
+        };
+        for side in order {
+            let at = |text: &str| text.replace(OFFSET_PLACEHOLDER, &offset.to_string());
+            let (command, baseline) = match side {
+                Side::A => (at(&config.a), config.baseline_a.as_deref().map(at)),
+                Side::B => (at(&config.b), config.baseline_b.as_deref().map(at)),
+            };
+            let workload = match &config.service {
+                None => Workload::Command {
+                    command: &command,
+                    baseline: baseline.as_deref(),
+                },
+                Some(service) => Workload::Service {
+                    server: &command,
+                    service,
+                    baseline_load: config.baseline_load.as_deref(),
+                },
+            };
+            let label = format!("offset{offset}-{side:?}");
+            let side_name = format!("{side:?}");
+            let simulated = simulate_in(
+                &workload,
+                models,
+                &side_name,
+                scratch.path(),
+                &label,
+                cancel,
+            )?;
+            let record = SimRecord {
+                offset,
+                side,
+                simulated,
+            };
+            progress(&record, records.len() + 1, total);
+            records.push(record);
+        }
+    }
+    Ok(report(config, models, records))
+}
+
+fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimReport {
+    let values = |side: Side, figure: &dyn Fn(&Simulated) -> f64| -> Vec<f64> {
+        config
+            .offsets
+            .iter()
+            .filter_map(|&offset| {
+                records
+                    .iter()
+                    .find(|r| r.side == side && r.offset == offset)
+                    .map(|r| figure(&r.simulated))
+            })
+            .collect()
+    };
+    let mut rows = Vec::new();
+    let mut add = |key: String, label: String, unit, figure: &dyn Fn(&Simulated) -> f64| {
+        let (a, b) = (values(Side::A, figure), values(Side::B, figure));
+        let ratios: Option<Vec<f64>> = a
+            .iter()
+            .zip(&b)
+            .map(|(a, b)| match (*a, *b) {
+                (0.0, 0.0) => Some(1.0),
+                (a, b) => (a > 0.0).then(|| b / a),
+            })
+            .collect();
+        let ratio = ratios.as_deref().and_then(Spread::of);
+        if let (Some(a), Some(b)) = (Spread::of(&a), Spread::of(&b)) {
+            rows.push(SimRow {
+                key,
+                label,
+                unit,
+                a,
+                b,
+                ratio,
+                verdict: verdict(ratio),
+            });
+        }
+    };
+    // Every model's run counts the instructions; the i-cache run's (the last) stands for them.
+    let last = models.len().saturating_sub(1);
+    add(
+        "instructions".into(),
+        "instructions (exact)".into(),
+        "",
+        &|s| s.models.get(last).map_or(0.0, |m| m.instructions as f64),
+    );
+    for (i, model) in models.iter().enumerate() {
+        add(
+            format!("{}-misses-per-m", model.key),
+            format!("{} misses", model.label),
+            "per M instr",
+            &|s| {
+                s.models
+                    .get(i)
+                    .map_or(0.0, |m| m.per_million_instructions())
+            },
+        );
+    }
+    SimReport {
+        models: models.to_vec(),
+        offsets: config.offsets.clone(),
+        startup_cancelled: records.iter().all(|r| r.simulated.startup_cancelled),
+        rows,
+        records,
+    }
+}
+
+/// Lower is better for every simulated figure.
+fn verdict(ratio: Option<Spread>) -> Verdict {
+    match ratio {
+        None => Verdict::Undetermined,
+        Some(r) if r.max < 1.0 - SIMULATION_TOLERANCE => Verdict::BBetter,
+        Some(r) if r.min > 1.0 + SIMULATION_TOLERANCE => Verdict::BWorse,
+        Some(_) => Verdict::NoSignificantDifference,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(min: f64, max: f64) -> Option<Spread> {
+        Some(Spread {
+            median: (min + max) / 2.0,
+            min,
+            max,
+        })
+    }
+
+    #[test]
+    fn a_verdict_needs_every_offset_on_the_same_side_of_one() {
+        assert_eq!(verdict(spread(0.80, 0.95)), Verdict::BBetter);
+        assert_eq!(verdict(spread(1.05, 1.30)), Verdict::BWorse);
+        // Better at one offset, worse at another: luck, not layout.
+        assert_eq!(
+            verdict(spread(0.90, 1.10)),
+            Verdict::NoSignificantDifference
+        );
+        assert_eq!(
+            verdict(spread(0.995, 0.999)),
+            Verdict::NoSignificantDifference
+        );
+        assert_eq!(verdict(None), Verdict::Undetermined);
+    }
+
+    #[test]
+    fn the_spread_is_median_and_range() {
+        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 10.0));
+    }
+}
