@@ -220,7 +220,7 @@ fn verbose_prints_the_parameters_of_the_ordering() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains("order (c3) parameters:"), "{err}");
+    assert!(err.contains("order parameters:"), "{err}");
     let line = err
         .lines()
         .find(|l| l.contains("merge_threshold"))

@@ -113,7 +113,49 @@ pub enum GraphError {
     Io(#[from] io::Error),
 }
 
+/// A call as a layout sees it: from a byte of the caller (its call site) to the callee's first
+/// byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jump {
+    pub caller: FuncId,
+    pub callee: FuncId,
+    /// In bytes from the caller's start.
+    pub offset: u64,
+    pub weight: u64,
+}
+
 impl Graph {
+    /// Every call as jumps: one per [`CallSite`], plus one from the middle of the caller for
+    /// the call weight its sites do not account for (the estimate lld and hfsort use when they
+    /// lack offsets). Offsets past the caller's end (a profile from another build) are clamped
+    /// to its last byte.
+    pub fn jumps(&self) -> Vec<Jump> {
+        let last_byte = |f: FuncId| self.funcs[f as usize].size.max(1) - 1;
+        let mut sited: rustc_hash::FxHashMap<(FuncId, FuncId), u64> = Default::default();
+        let mut jumps = Vec::with_capacity(self.calls.len() + self.sites.len());
+        for s in &self.sites {
+            *sited.entry((s.caller, s.callee)).or_default() += s.weight;
+            jumps.push(Jump {
+                caller: s.caller,
+                callee: s.callee,
+                offset: s.offset.min(last_byte(s.caller)),
+                weight: s.weight,
+            });
+        }
+        for c in &self.calls {
+            let known = sited.get(&(c.caller, c.callee)).copied().unwrap_or(0);
+            if c.weight > known {
+                jumps.push(Jump {
+                    caller: c.caller,
+                    callee: c.callee,
+                    offset: self.funcs[c.caller as usize].size / 2,
+                    weight: c.weight - known,
+                });
+            }
+        }
+        jumps
+    }
+
     /// Adds a function and returns its id. Names must be unique; see [`GraphBuilder`] for
     /// accumulating samples and calls by name.
     pub fn add_func(&mut self, func: Func) -> FuncId {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
-use hottext::layout::{order, Algorithm, Params};
+use hottext::layout::{auto, Params};
 use hottext::link::{emit, is_split_cold_part, markers_object, Entry, ScriptPlacement};
 use hottext::pipeline::fetch::{fetch, FetchError};
 use hottext::store::meta::write_atomic;
@@ -61,7 +61,7 @@ pub struct Args {
     /// Refuse a profile of which less than this fraction (0 to 1) of the weight matches BIN.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     min_matched: f64,
-    /// C3: stop growing a cluster past this many bytes.
+    /// C3 (one of the algorithms `auto` tries): stop growing a cluster past this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
     /// Print what was fetched as JSON on stdout, also when the profile cannot be used.
@@ -122,9 +122,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(f) => {
             let mut params = Params::default();
             params.c3.merge_threshold = args.merge_threshold;
-            output::parameters("order (c3)", &params.c3);
-            let ids = order(&f.graph, Algorithm::C3, &params);
-            let entries = ids
+            output::parameters("order", &params);
+            // The same choice as `order --algorithm auto`, the default there.
+            let choice = auto::choose(&f.graph, &params, &mut |_| ());
+            let name = choice.algorithm.name();
+            eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
+            let entries = choice
+                .order
                 .iter()
                 .map(|&id| &f.graph.funcs[id as usize])
                 .filter(|func| !is_split_cold_part(&func.name))
@@ -132,7 +136,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .collect();
             (
                 entries,
-                format!("c3 order of {} ({})", f.meta.object, args.meta.display()),
+                format!(
+                    "{name} order (chosen by --algorithm auto) of {} ({})",
+                    f.meta.object,
+                    args.meta.display()
+                ),
             )
         }
         None => (vec![], "NO PROFILE: unoptimised build".to_string()),

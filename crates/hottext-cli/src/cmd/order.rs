@@ -9,7 +9,10 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::{Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
-use hottext::layout::metrics::{hot_ranges, measure, place_in_order, Metrics, Placement};
+use hottext::layout::auto::{self, Candidate};
+use hottext::layout::metrics::{
+    hot_ranges, measure, place_in_order, Metrics, Placement, COMPILED_ALIGNMENT,
+};
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
     emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment, Entry,
@@ -43,7 +46,7 @@ pub struct Args {
     /// The profile written by `hottext profile`.
     profile: PathBuf,
     /// How to order the functions.
-    #[arg(long, value_enum, default_value_t = AlgorithmArg::C3)]
+    #[arg(long, value_enum, default_value_t = AlgorithmArg::Auto)]
     algorithm: AlgorithmArg,
     /// What to write.
     #[arg(long, value_enum, default_value_t = FormatArg::List)]
@@ -86,6 +89,9 @@ pub struct Args {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum AlgorithmArg {
+    /// Order with cdsort, c3 and ph, keep the layout the profile's model scores best (the
+    /// share of call weight that leaves its 4 KiB page, then the modelled L1i overflow)
+    Auto,
     /// Call-chain clustering (hfsort)
     C3,
     /// Pettis-Hansen
@@ -113,6 +119,9 @@ struct Summary<'a> {
     current: Option<Metrics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ranges: Option<Vec<Range>>,
+    /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidates: Option<Vec<Candidate>>,
 }
 
 #[derive(Serialize)]
@@ -135,19 +144,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         check_build_id(&graph, bin, args.allow_build_id_mismatch)?;
     }
 
-    let (algorithm, name) = match args.algorithm {
-        AlgorithmArg::C3 => (Algorithm::C3, "c3"),
-        AlgorithmArg::Ph => (Algorithm::PettisHansen, "ph"),
-        AlgorithmArg::Cdsort => (Algorithm::Cdsort, "cdsort"),
-    };
     let mut params = Params::default();
     params.c3.merge_threshold = args.merge_threshold;
-    match algorithm {
-        Algorithm::C3 => output::parameters("order (c3)", &params.c3),
-        Algorithm::Cdsort => output::parameters("order (cdsort)", &params.cdsort),
-        _ => output::parameters("order (ph)", &serde_json::json!({})),
-    }
-    let ordered = order(&graph, algorithm, &params);
+    output::parameters("order", &params);
+    let (ordered, name, candidates) = match args.algorithm {
+        // These formats write no order of ours: any order of the functions does.
+        _ if args.format.link_format().is_none() => {
+            ((0..graph.funcs.len() as FuncId).collect(), "none", None)
+        }
+        AlgorithmArg::Auto => {
+            let choice = auto::choose(&graph, &params, &mut |a| {
+                if graph.funcs.len() > 100_000 {
+                    eprintln!(
+                        "hottext: --algorithm auto: ordering {} functions with {a}",
+                        graph.funcs.len()
+                    );
+                }
+            });
+            (
+                choice.order,
+                choice.algorithm.name(),
+                Some(choice.candidates),
+            )
+        }
+        AlgorithmArg::C3 => (order(&graph, Algorithm::C3, &params), "c3", None),
+        AlgorithmArg::Ph => (order(&graph, Algorithm::PettisHansen, &params), "ph", None),
+        AlgorithmArg::Cdsort => (order(&graph, Algorithm::Cdsort, &params), "cdsort", None),
+    };
 
     // Functions the binary lacks are named, then left out of the linker input.
     // So are the parts GCC split off as unlikely (`foo.cold`): see `is_split_cold_part`.
@@ -200,6 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ordered: None,
         current: addresses.as_ref().map(|at| measure(&graph, at)),
         ranges: None,
+        candidates: None,
     };
     let Some(format) = args.format.link_format() else {
         if args.format == FormatArg::LldCgprofile {
@@ -248,7 +272,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         alignment,
         hot_offset: args.hot_offset,
     };
-    let origin = format!("{name} order of {}", args.profile.display());
+    let chosen_by = match args.algorithm {
+        AlgorithmArg::Auto => " (chosen by --algorithm auto)",
+        _ => "",
+    };
+    let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
     write_output(args.output.as_deref(), |out| {
         emit(format, &entries, placement, &origin, out)
     })?;
@@ -261,10 +289,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     summary.algorithm = Some(name);
+    summary.candidates = candidates;
     summary.params = Some(&params);
     summary.alignment = Some(alignment);
     summary.functions_ordered = Some(kept.len());
-    summary.ordered = Some(measure(&graph, &place_in_order(&graph, &kept)));
+    summary.ordered = Some(measure(
+        &graph,
+        &place_in_order(&graph, &kept, COMPILED_ALIGNMENT),
+    ));
     if args.json {
         output::json(&summary)?;
     } else {
@@ -404,7 +436,7 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         ("call weight within 64 B", |m| {
             format!("{:.1}%", 100.0 * m.calls_within_64b)
         }),
-        ("call weight within 4 KiB", |m| {
+        ("call weight on its 4 KiB page", |m| {
             format!("{:.1}%", 100.0 * m.calls_within_4k)
         }),
         ("call weight within 2 MiB", |m| {
@@ -414,6 +446,9 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
             m.weighted_call_distance.to_string()
         }),
     ];
+    if let Some(candidates) = &s.candidates {
+        print_candidates(&mut err, candidates)?;
+    }
     let Some(ordered) = &s.ordered else {
         return Ok(());
     };
@@ -429,6 +464,28 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
                 writeln!(err, "  {label:<32} {:>14}", f(ordered))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// `--algorithm auto`'s table: each algorithm's modelled figures, the chosen one marked.
+fn print_candidates(err: &mut impl Write, candidates: &[Candidate]) -> std::io::Result<()> {
+    writeln!(
+        err,
+        "  --algorithm auto (modelled):  {:>18} {:>14} {:>16}",
+        "calls leaving page", "L1i overflow", "4 KiB pages 99%"
+    )?;
+    for c in candidates {
+        let mark = if c.chosen { "chosen" } else { "" };
+        writeln!(
+            err,
+            "  {:>8} {:<20} {:>18} {:>14} {:>16}",
+            mark,
+            c.algorithm,
+            format!("{:.1}%", 100.0 * c.score),
+            format!("{:.2}%", 100.0 * c.metrics.icache_overflow),
+            c.metrics.pages_4k_99
+        )?;
     }
     Ok(())
 }

@@ -171,7 +171,7 @@ impl<'a> State<'a> {
     fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
         let n = graph.funcs.len();
         let size: Vec<u64> = graph.funcs.iter().map(|f| f.size.max(1)).collect();
-        let mut jumps = jumps(graph, &size);
+        let mut jumps = jumps(graph);
 
         let mut hotness: Vec<u64> = graph.funcs.iter().map(|f| f.samples).collect();
         let (mut incoming, mut outgoing) = (vec![0u64; n], vec![0u64; n]);
@@ -437,41 +437,18 @@ fn unpack(key: u64) -> (f32, u32) {
     (f32::from_bits(bits), !(key as u32))
 }
 
-/// Every usable jump: one per call site, plus one from the middle of the caller for the call
-/// weight the sites do not account for. Offsets past the caller's end (a profile from another
-/// build) are clamped to its last byte.
-fn jumps(graph: &Graph, size: &[u64]) -> Vec<Jump> {
-    let usable = |caller: FuncId, callee: FuncId, weight: u64| caller != callee && weight > 0;
-    let mut jumps = Vec::with_capacity(graph.calls.len() + graph.sites.len());
-    let mut sited: FxHashMap<(FuncId, FuncId), u64> = FxHashMap::default();
-    for s in &graph.sites {
-        if usable(s.caller, s.callee, s.weight) {
-            *sited.entry((s.caller, s.callee)).or_default() += s.weight;
-            let last = size[s.caller as usize] - 1;
-            jumps.push(jump(s.caller, s.callee, s.offset.min(last), s.weight));
-        }
-    }
-    for c in &graph.calls {
-        let rest = c.weight
-            - sited
-                .get(&(c.caller, c.callee))
-                .copied()
-                .unwrap_or(0)
-                .min(c.weight);
-        if usable(c.caller, c.callee, rest) {
-            let middle = size[c.caller as usize] / 2;
-            jumps.push(jump(c.caller, c.callee, middle, rest));
-        }
-    }
-    jumps
-}
-
-fn jump(caller: FuncId, callee: FuncId, offset: u64, weight: u64) -> Jump {
-    Jump {
-        caller,
-        callee,
-        next: NONE,
-        offset,
-        weight,
-    }
+/// The graph's jumps that say something about placement: self-calls and zero weights do not.
+fn jumps(graph: &Graph) -> Vec<Jump> {
+    graph
+        .jumps()
+        .into_iter()
+        .filter(|j| j.caller != j.callee && j.weight > 0)
+        .map(|j| Jump {
+            caller: j.caller,
+            callee: j.callee,
+            next: NONE,
+            offset: j.offset,
+            weight: j.weight,
+        })
+        .collect()
 }

@@ -1,7 +1,13 @@
 //! How good is a layout: how few pages hold the samples, how short the calls are.
 //!
-//! Call distance follows section 5.2 of the hfsort paper: every call is taken to sit in the
-//! middle of its caller, and it jumps to the callee's first byte.
+//! Call distance follows section 5.2 of the hfsort paper, with the real call sites where the
+//! profile has them (v2): a call jumps from its call instruction (else from the middle of its
+//! caller) to the callee's first byte.
+//!
+//! Two figures model the instruction TLB and cache from the profile alone, so that layouts can be
+//! compared before anything is linked (`--algorithm auto` picks by them; bench/RESULTS.md checks
+//! their ranking against cachegrind's): `calls_within_4k` (a call that stays on its page needs no
+//! new iTLB entry) and `icache_overflow` (a static model of a set-associative L1i).
 
 use serde::Serialize;
 
@@ -11,11 +17,17 @@ use crate::graph::{FuncId, Graph};
 /// Where each function of a graph starts, in bytes; `None` for functions the layout lacks.
 pub type Placement = Vec<Option<u64>>;
 
-/// Functions back to back from address 0 (which stands for the 2 MiB-aligned `__hot_start`).
-pub fn place_in_order(graph: &Graph, order: &[FuncId]) -> Placement {
+/// The alignment GCC and Clang give a function at -O2 on x86-64, which a linker keeps.
+pub const COMPILED_ALIGNMENT: u64 = 16;
+
+/// Functions back to back from address 0 (which stands for the 2 MiB-aligned `__hot_start`),
+/// each at the next multiple of `alignment` ([`COMPILED_ALIGNMENT`] for what a linker does, 1
+/// for the hfsort paper's examples).
+pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placement {
     let mut at = vec![None; graph.funcs.len()];
-    let mut next = 0;
+    let mut next = 0u64;
     for &f in order {
+        next = next.next_multiple_of(alignment.max(1));
         at[f as usize] = Some(next);
         next += graph.funcs[f as usize].size;
     }
@@ -40,7 +52,14 @@ pub struct Metrics {
     pub weighted_call_distance: u64,
     /// Call weight left out because the layout lacks caller or callee.
     pub unplaced_call_weight: u64,
+    /// Share of the samples that a 32 KiB, 8-way L1i of 64 B lines cannot hold at once: each
+    /// function's samples spread evenly over its bytes, each set keeps its 8 hottest lines, the
+    /// rest counts. Layouts that put hot code in the same sets score worse.
+    pub icache_overflow: f64,
 }
+
+/// The L1i [`Metrics::icache_overflow`] models (AMD Zen 2-4, Intel since Sandy Bridge: 32 KiB, 8-way).
+const ICACHE: (u64, usize, u64) = (32 * 1024, 8, 64);
 
 pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let mut hot_functions = 0;
@@ -57,18 +76,18 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
 
     let (mut total, mut d64, mut d4k, mut d2m, mut distance, mut unplaced) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-    for c in &graph.calls {
-        let (Some(caller), Some(callee)) = (at[c.caller as usize], at[c.callee as usize]) else {
-            unplaced += c.weight;
+    for j in graph.jumps() {
+        let (Some(from), Some(to)) = (at[j.caller as usize], at[j.callee as usize]) else {
+            unplaced += j.weight;
             continue;
         };
-        let site = caller + graph.funcs[c.caller as usize].size / 2;
-        let d = site.abs_diff(callee);
-        total += c.weight;
-        distance += c.weight * d;
-        d64 += if d < 64 { c.weight } else { 0 };
-        d4k += if d < 4096 { c.weight } else { 0 };
-        d2m += if d < HUGE_PAGE { c.weight } else { 0 };
+        let (site, weight) = (from + j.offset, j.weight);
+        let d = site.abs_diff(to);
+        total += weight;
+        distance += weight * d;
+        d64 += if d < 64 { weight } else { 0 };
+        d4k += if site / 4096 == to / 4096 { weight } else { 0 };
+        d2m += if d < HUGE_PAGE { weight } else { 0 };
     }
     let share = |x: u64| {
         if total == 0 {
@@ -89,7 +108,31 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         calls_within_2m: share(d2m),
         weighted_call_distance: distance,
         unplaced_call_weight: unplaced,
+        icache_overflow: icache_overflow(graph, at),
     }
+}
+
+/// See [`Metrics::icache_overflow`].
+fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
+    let (bytes, ways, line) = ICACHE;
+    let sets = bytes / (ways as u64 * line);
+    let mass = sample_mass(graph, at, line);
+    let total: f64 = mass.values().sum();
+    if total == 0.0 {
+        return 0.0;
+    }
+    let mut by_set: rustc_hash::FxHashMap<u64, Vec<f64>> = Default::default();
+    for (l, m) in mass {
+        by_set.entry(l % sets).or_default().push(m);
+    }
+    let overflow: f64 = by_set
+        .into_values()
+        .map(|mut lines| {
+            lines.sort_by(|a, b| b.total_cmp(a));
+            lines.iter().skip(ways).sum::<f64>()
+        })
+        .sum();
+    overflow / total
 }
 
 /// How many pages of `page` bytes hold 99 % of the samples.
@@ -100,24 +143,8 @@ fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
 /// The fewest pages of `page` bytes that hold `share` of the samples, hottest first, as page
 /// numbers (address / page). Each function's samples are spread evenly over its bytes.
 pub fn hottest_pages(graph: &Graph, at: &Placement, page: u64, share: f64) -> Vec<u64> {
-    let mut mass: rustc_hash::FxHashMap<u64, f64> = Default::default();
-    let mut total = 0.0;
-    for (f, start) in graph.funcs.iter().zip(at) {
-        let Some(start) = *start else { continue };
-        if f.samples == 0 {
-            continue;
-        }
-        let size = f.size.max(1);
-        let per_byte = f.samples as f64 / size as f64;
-        let end = start + size;
-        let mut p = start / page;
-        while p * page < end {
-            let overlap = end.min((p + 1) * page) - start.max(p * page);
-            *mass.entry(p).or_default() += per_byte * overlap as f64;
-            p += 1;
-        }
-        total += f.samples as f64;
-    }
+    let mass = sample_mass(graph, at, page);
+    let total: f64 = mass.values().sum();
     let mut pages: Vec<(u64, f64)> = mass.into_iter().collect();
     // Hottest first; ties by address so the answer does not depend on hash order.
     pages.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -133,6 +160,28 @@ pub fn hottest_pages(graph: &Graph, at: &Placement, page: u64, share: f64) -> Ve
         out.push(p);
     }
     out
+}
+
+/// Samples per block of `block` bytes (page or cache line, keyed by address / block), each
+/// function's samples spread evenly over its bytes.
+fn sample_mass(graph: &Graph, at: &Placement, block: u64) -> rustc_hash::FxHashMap<u64, f64> {
+    let mut mass: rustc_hash::FxHashMap<u64, f64> = Default::default();
+    for (f, start) in graph.funcs.iter().zip(at) {
+        let Some(start) = *start else { continue };
+        if f.samples == 0 {
+            continue;
+        }
+        let size = f.size.max(1);
+        let per_byte = f.samples as f64 / size as f64;
+        let end = start + size;
+        let mut p = start / block;
+        while p * block < end {
+            let overlap = end.min((p + 1) * block) - start.max(p * block);
+            *mass.entry(p).or_default() += per_byte * overlap as f64;
+            p += 1;
+        }
+    }
+    mass
 }
 
 /// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,

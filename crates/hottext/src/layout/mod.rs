@@ -3,6 +3,7 @@
 //! Each algorithm lives in its own file and sees only a resolved [`Graph`]; parsing and symbol
 //! look-ups happen elsewhere.
 
+pub mod auto;
 mod c3;
 mod cdsort;
 pub mod metrics;
@@ -18,13 +19,24 @@ use crate::graph::{FuncId, Graph};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
-    /// Call-chain clustering (hfsort, section 5.2): the default.
+    /// Call-chain clustering (hfsort, section 5.2).
     C3,
     /// Pettis-Hansen (section 5.1), for comparison.
     PettisHansen,
     /// Cache-directed sort (LLVM's CDSort): merges scored by call distance, with the real call
     /// sites where the profile has them, and by i-TLB density.
     Cdsort,
+}
+
+impl Algorithm {
+    /// The name `order --algorithm` takes and reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::C3 => "c3",
+            Algorithm::PettisHansen => "ph",
+            Algorithm::Cdsort => "cdsort",
+        }
+    }
 }
 
 /// The thresholds of the algorithms, each with its source's default.

@@ -53,7 +53,7 @@ fn paper_figure2_c3_order_and_distance() {
     assert_eq!(names(&g, Algorithm::C3), ["A", "B", "C", "D"]);
     let m = measure(
         &g,
-        &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default())),
+        &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default()), 1),
     );
     assert_eq!(m.weighted_call_distance, 17_000);
 }
@@ -64,7 +64,11 @@ fn paper_figure2_pettis_hansen_order_and_distance() {
     assert_eq!(names(&g, Algorithm::PettisHansen), ["B", "A", "C", "D"]);
     let m = measure(
         &g,
-        &place_in_order(&g, &order(&g, Algorithm::PettisHansen, &Params::default())),
+        &place_in_order(
+            &g,
+            &order(&g, Algorithm::PettisHansen, &Params::default()),
+            1,
+        ),
     );
     assert_eq!(m.weighted_call_distance, 26_000);
 }
@@ -231,7 +235,7 @@ fn orders_are_deterministic_and_complete() {
 #[test]
 fn metrics_count_pages_and_call_shares() {
     let g = figure2();
-    let m = measure(&g, &place_in_order(&g, &[0, 1, 2, 3]));
+    let m = measure(&g, &place_in_order(&g, &[0, 1, 2, 3], 1));
     assert_eq!(m.hot_functions, 3);
     assert_eq!(m.hot_bytes, 300);
     assert_eq!(m.hot_span_bytes, 300); // B starts at 100, D ends at 400
@@ -246,7 +250,7 @@ fn metrics_count_pages_and_call_shares() {
 fn metrics_count_pages_across_a_boundary() {
     // Two hot functions 8 KiB apart need two 4 KiB pages but one 2 MiB page.
     let g = graph(&[("a", 64, 50), ("pad", 8192, 0), ("b", 64, 50)], &[]);
-    let m = measure(&g, &place_in_order(&g, &[0, 1, 2]));
+    let m = measure(&g, &place_in_order(&g, &[0, 1, 2], 1));
     assert_eq!((m.pages_4k_99, m.pages_2m_99), (2, 1));
 }
 

@@ -1,0 +1,158 @@
+//! `--algorithm auto`: order with every algorithm, score each layout with the profile's own
+//! model of the instruction TLB and cache ([`metrics`]), keep the best.
+//!
+//! The score, lowest best, is the call weight that leaves its 4 KiB page (`1 - calls_within_4k`,
+//! from the real call sites): on PostgreSQL that figure ranked hottext's layouts in the same
+//! order as cachegrind's L1-iTLB misses, which is where layouts differ most (up to 1.3× between
+//! orders against 1.02× for L1i misses; bench/RESULTS.md). Layouts within
+//! [`TIE`] of the best are told apart by the i-cache model (`icache_overflow`), then by the
+//! order of [`CANDIDATES`].
+
+use serde::Serialize;
+
+use super::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
+use super::{order, Algorithm, Params};
+use crate::graph::{FuncId, Graph};
+
+/// The algorithms `auto` tries, in order of preference on a tie.
+pub const CANDIDATES: [Algorithm; 3] = [Algorithm::Cdsort, Algorithm::C3, Algorithm::PettisHansen];
+
+/// Scores closer than this (relative) count as equal.
+pub const TIE: f64 = 0.01;
+
+/// One algorithm's layout, modelled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Candidate {
+    pub algorithm: &'static str,
+    /// `1 - calls_within_4k`: lower is better.
+    pub score: f64,
+    pub metrics: Metrics,
+    pub chosen: bool,
+}
+
+/// The chosen order and every candidate's figures.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub algorithm: Algorithm,
+    pub order: Vec<FuncId>,
+    pub candidates: Vec<Candidate>,
+}
+
+/// Orders `graph` with each of [`CANDIDATES`], placed back to back as the linker would, and
+/// keeps the best by the score. `progress` hears each algorithm's name before it runs.
+pub fn choose(graph: &Graph, params: &Params, progress: &mut dyn FnMut(&str)) -> Choice {
+    let mut best: Option<(usize, Vec<FuncId>)> = None;
+    let mut candidates: Vec<Candidate> = Vec::with_capacity(CANDIDATES.len());
+    for algorithm in CANDIDATES {
+        progress(algorithm.name());
+        let ordered = order(graph, algorithm, params);
+        let metrics = measure(graph, &place_in_order(graph, &ordered, COMPILED_ALIGNMENT));
+        let candidate = Candidate {
+            algorithm: algorithm.name(),
+            score: 1.0 - metrics.calls_within_4k,
+            metrics,
+            chosen: false,
+        };
+        let better = match &best {
+            None => true,
+            Some((b, _)) => beats(&candidate, &candidates[*b]),
+        };
+        if better {
+            best = Some((candidates.len(), ordered));
+        }
+        candidates.push(candidate);
+    }
+    let (index, order) = best.expect("CANDIDATES is not empty");
+    candidates[index].chosen = true;
+    Choice {
+        algorithm: CANDIDATES[index],
+        order,
+        candidates,
+    }
+}
+
+/// Whether `new` is better than `old`, which comes earlier in [`CANDIDATES`].
+fn beats(new: &Candidate, old: &Candidate) -> bool {
+    let scale = old.score.abs().max(new.score.abs()).max(f64::MIN_POSITIVE);
+    if (new.score - old.score).abs() / scale > TIE {
+        return new.score < old.score;
+    }
+    new.metrics.icache_overflow < old.metrics.icache_overflow * (1.0 - TIE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Call, Func};
+
+    fn func(name: &str, size: u64, samples: u64) -> Func {
+        Func {
+            name: name.into(),
+            size,
+            samples,
+            aliases: Vec::new(),
+        }
+    }
+
+    /// A chain of big functions: every order keeps main's callees apart differently.
+    fn graph() -> Graph {
+        let mut g = Graph::default();
+        for (i, size) in [3000, 3000, 200, 200, 5000, 100].into_iter().enumerate() {
+            g.funcs.push(func(&format!("f{i}"), size, 10 + i as u64));
+        }
+        for (caller, callee, weight) in [(0, 2, 50), (0, 3, 40), (2, 5, 30), (1, 4, 5), (4, 1, 5)] {
+            g.calls.push(Call {
+                caller,
+                callee,
+                weight,
+            });
+        }
+        g
+    }
+
+    #[test]
+    fn every_candidate_is_scored_and_the_lowest_score_is_chosen() {
+        let mut heard = Vec::new();
+        let choice = choose(&graph(), &Params::default(), &mut |a| {
+            heard.push(a.to_string())
+        });
+        assert_eq!(heard, ["cdsort", "c3", "ph"]);
+        assert_eq!(choice.candidates.len(), 3);
+        assert_eq!(choice.candidates.iter().filter(|c| c.chosen).count(), 1);
+        let chosen = choice.candidates.iter().find(|c| c.chosen).unwrap();
+        assert_eq!(chosen.algorithm, choice.algorithm.name());
+        let lowest = choice
+            .candidates
+            .iter()
+            .map(|c| c.score)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            chosen.score <= lowest * (1.0 + TIE),
+            "{:?}",
+            choice.candidates
+        );
+        assert_eq!(
+            choice.order,
+            order(&graph(), choice.algorithm, &Params::default())
+        );
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_smaller_icache_overflow_then_to_the_earlier_candidate() {
+        let metrics = |overflow| {
+            let mut m = measure(&graph(), &place_in_order(&graph(), &[0, 1, 2, 3, 4, 5], 1));
+            m.icache_overflow = overflow;
+            m
+        };
+        let candidate = |score, overflow| Candidate {
+            algorithm: "x",
+            score,
+            metrics: metrics(overflow),
+            chosen: false,
+        };
+        assert!(beats(&candidate(0.30, 0.5), &candidate(0.40, 0.1)));
+        assert!(!beats(&candidate(0.401, 0.5), &candidate(0.40, 0.1)));
+        assert!(beats(&candidate(0.401, 0.1), &candidate(0.40, 0.5)));
+        assert!(!beats(&candidate(0.40, 0.3), &candidate(0.40, 0.3)));
+    }
+}
