@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times `hottext order` on a generated profile of 1 M functions and 5 M call arcs.
 # Goal (issue 2): under 5 s and under 1 GB of memory. Run on an otherwise idle machine:
-#   bash bench/order/run.sh            # every algorithm, 3 runs each
+#   bash bench/order/run.sh            # every algorithm and auto (which runs all three), 3 runs each
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=${WORK:-/tmp/hottext-bench-order}
@@ -14,7 +14,7 @@ if [ ! -s "$profile" ]; then
 fi
 cargo build --release --quiet
 echo "profile: $(grep -c '^fn ' "$profile") functions, $(grep -c '^call ' "$profile") calls, $(du -m "$profile" | cut -f1) MB"
-for algorithm in c3 ph cdsort; do
+for algorithm in c3 ph cdsort auto; do
     for run in 1 2 3; do
         /usr/bin/time -f "$algorithm run $run: %e s wall, %U s user, %M KiB max RSS" \
             target/release/hottext order "$profile" --algorithm "$algorithm" --format ld-script \

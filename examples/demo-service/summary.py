@@ -87,13 +87,14 @@ def main():
 
     order = load(build / "order.json")
     if order and order.get("ordered"):
-        print("\n== layout of the profiled binary: current -> C3 (hottext order)")
+        algorithm = order.get("algorithm", "?")
+        print(f"\n== layout of the profiled binary: current -> {algorithm} (hottext order, chosen by --algorithm auto)")
         new, cur = order["ordered"], order.get("current") or {}
         figures = [
             ("4 KiB pages for 99 % of samples", "pages_4k_99", "{:,}"),
             ("2 MiB pages for 99 % of samples", "pages_2m_99", "{:,}"),
             ("call weight within 64 B", "calls_within_64b", "{:.1%}"),
-            ("call weight within 4 KiB", "calls_within_4k", "{:.1%}"),
+            ("call weight on its 4 KiB page", "calls_within_4k", "{:.1%}"),
             ("weighted call distance", "weighted_call_distance", "{:.3g}"),
         ]
         rows = []
@@ -101,7 +102,7 @@ def main():
             if key in new:
                 before = fmt.format(cur[key]) if key in cur else "-"
                 rows.append([label, before, fmt.format(new[key])])
-        table(["figure", "current", "C3"], rows)
+        table(["figure", "current", algorithm], rows)
 
     verify = load(build / "verify-huge.json")
     if verify is not None:
