@@ -31,6 +31,14 @@ impl MaxQueue {
         }
     }
 
+    /// The key [`MaxQueue::pop`] would return.
+    pub(super) fn peek(&self) -> Option<u64> {
+        match (self.sorted.last(), self.heap.first()) {
+            (Some(&s), Some(&h)) => Some(s.max(h)),
+            (s, h) => s.or(h).copied(),
+        }
+    }
+
     pub(super) fn push(&mut self, key: u64) {
         let mut i = self.heap.len();
         self.heap.push(key);

@@ -255,6 +255,41 @@ fn metrics_count_pages_across_a_boundary() {
 }
 
 #[test]
+fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
+    // Nine hot 64 B functions: back to back they use nine sets; 4 KiB apart they all land in
+    // one set of the 8-way L1i, and the coldest of the nine does not fit.
+    let mut funcs: Vec<(String, u64, u64)> =
+        (0..9).map(|i| (format!("f{i}"), 64, 10 + i)).collect();
+    funcs.push(("pad".into(), 4096 - 64, 0));
+    let named: Vec<(&str, u64, u64)> = funcs.iter().map(|(n, s, w)| (n.as_str(), *s, *w)).collect();
+    let g = graph(&named, &[]);
+    let packed = measure(&g, &place_in_order(&g, &[0, 1, 2, 3, 4, 5, 6, 7, 8], 1));
+    assert_eq!(packed.icache_overflow, 0.0);
+    let mut at = vec![None; g.funcs.len()];
+    for (i, slot) in at.iter_mut().take(9).enumerate() {
+        *slot = Some(i as u64 * 4096);
+    }
+    let spread = measure(&g, &at);
+    let total: f64 = (10..19).map(|w| w as f64).sum();
+    assert!(
+        (spread.icache_overflow - 10.0 / total).abs() < 1e-9,
+        "{}",
+        spread.icache_overflow
+    );
+}
+
+#[test]
+fn call_sites_place_a_call_where_it_is_not_in_the_middle() {
+    // `a` (8 KiB) calls `b`, which follows it, from byte 8180: counted from the middle of `a`
+    // the call would jump 4 KiB; from its real site it jumps 12 bytes.
+    let profile = "# hottext profile v2\nfn a 8192 10\nfn b 64 10\ncall a b 10\nsite a b 8180 10\n";
+    let g = crate::graph::Graph::read(profile.as_bytes()).unwrap();
+    let m = measure(&g, &place_in_order(&g, &[0, 1], 1));
+    assert_eq!(m.calls_within_64b, 1.0);
+    assert_eq!(m.weighted_call_distance, 10 * 12);
+}
+
+#[test]
 fn pettis_hansen_long_chain_absorbs_reversed_pieces_in_order() {
     // A path a-b-c-d-e with falling weights grows one chain by both ends and through
     // reversals; every neighbour pair of the path must stay adjacent.
