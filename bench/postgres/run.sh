@@ -25,7 +25,9 @@
 #      default build, select-only and tpcb-like, 2 clients (load.sh: pg_prewarm, pgbench with
 #      measured latencies, their 99th percentile); metrics tps, latency-ms, p99-ms
 #   6. sim.py: instructions, iTLB and i-cache misses per transaction of each layout, simulated
-#      by cachegrind (for machines without a PMU; SIMULATE=0 skips it)
+#      by cachegrind (for machines without a PMU; SIMULATE=0 skips it); model_check.py: whether
+#      the layout model behind `order --algorithm auto` ranks the configurations as the
+#      simulation does
 #   7. bench/postgres/RESULTS.part.md: the table (APPEND_RESULTS=1 also appends it to
 #      bench/RESULTS.md)
 #
@@ -286,6 +288,12 @@ python3 "$here/table.py" --out-dir "$out" --configs "$configs" --workloads "$wor
     --machine "$machine" --runs "$runs" --duration "$duration" --scale "$scale" \
     --build-seconds "$(cat "$dir/build-seconds" 2>/dev/null || echo '?')" \
     --total-seconds $((SECONDS - t0)) --note "${NOTE:-}" >"$here/RESULTS.part.md"
+if [ "${SIMULATE:-1}" = 1 ]; then
+    # The ranking --algorithm auto relies on, checked against the simulation's.
+    { echo; echo "Layout model (\`hottext order --binary CONFIG --json\`, \`current\`) against the simulation:"
+      echo; python3 "$here/model_check.py" --dir "$dir" --hottext "$hottext" --configs "$sim_configs" \
+        --workloads "$workloads"; } >>"$here/RESULTS.part.md"
+fi
 cat "$here/RESULTS.part.md"
 if [ "${APPEND_RESULTS:-0}" = 1 ]; then
     { echo; cat "$here/RESULTS.part.md"; } >>"$root/bench/RESULTS.md"
