@@ -20,7 +20,8 @@ what=$1
 # Debian package, and the file that proves it is usable (a metapackage can be installed while the
 # program itself is not: linux-perf's wrapper without the perf of the running kernel, say).
 demo_packages=(gcc:/usr/bin/gcc make:/usr/bin/make python3:/usr/bin/python3
-    binutils:/usr/bin/ld.gold lld-19:/usr/lib/llvm-19/bin/ld.lld linux-perf:/usr/bin/perf)
+    binutils:/usr/bin/ld.gold lld-19:/usr/lib/llvm-19/bin/ld.lld linux-perf:/usr/bin/perf
+    valgrind:/usr/bin/valgrind)
 test_packages=("${demo_packages[@]}" mold:/usr/bin/mold cmake:/usr/bin/cmake git:/usr/bin/git
     openjdk-17-jre-headless:/usr/bin/java maven:/usr/bin/mvn)
 

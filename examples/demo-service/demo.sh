@@ -11,9 +11,11 @@
 #   5. verify each relinked binary's hot range, then measure baseline (A) and relinked (B)
 #      binaries interleaved with `hottext ab`: counters, requests/s, a verdict with a 95 %
 #      interval, and every run's checksum must match
-#   6. run the bfd binary with the huge-page runtime as a service, check its pages and checksum,
+#   6. simulate the bfd pair under cachegrind (`hottext ab --simulate`): iTLB and i-cache misses
+#      without a PMU
+#   7. run the bfd binary with the huge-page runtime as a service, check its pages and checksum,
 #      and measure it against the baseline
-#   7. one summary table (summary.py) from the JSON each step left in BUILD
+#   8. one summary table (summary.py) from the JSON each step left in BUILD
 #
 # Environment: BUILD (default build/demo), RUNS (measured rounds, at least 6, default 10),
 # REQUESTS (per run, default 200000), LINKERS (default "bfd gold lld").
@@ -27,7 +29,7 @@ linkers=${LINKERS:-bfd gold lld}
 hottext=$root/target/release/hottext
 mkdir -p "$build"
 # The summary reads these; a stale one from an earlier run must not pass for this run's.
-rm -f "$build"/ab-*.json "$build/order.json" "$build/verify-huge.json"
+rm -f "$build"/ab-*.json "$build"/sim-*.json "$build/order.json" "$build/verify-huge.json"
 
 step() { printf '\n== %s\n' "$*"; }
 demo_make() { make --no-print-directory -C "$here" BUILD="$build" "$@"; }
@@ -79,6 +81,13 @@ for l in $linkers; do
         --metric '([0-9]+) requests/s' --metric-name requests/s --higher-is-better \
         --expect-same 'checksum: ([0-9a-f]+)' --json >"$build/ab-$l.json"
 done
+
+step "simulate: baseline (A) and hottext (B) under cachegrind's iTLB and i-cache models (no PMU needed)"
+sim_requests=$((requests / 10))
+"$hottext" ab --simulate \
+    -a "$build/base-bfd --requests $sim_requests" --baseline-a "$build/base-bfd --requests $((sim_requests / 10))" \
+    -b "$build/hot-bfd --requests $sim_requests" --baseline-b "$build/hot-bfd --requests $((sim_requests / 10))" \
+    --json >"$build/sim-bfd.json"
 
 step "huge pages: the runtime's constructor variant (-lhottext_auto), run as a service"
 make --no-print-directory -C "$root/runtime" >/dev/null

@@ -82,8 +82,16 @@ def main():
     table(["step", "requests/s A -> B", "requests/s B/A", "wall time B/A", "checksum"], rows)
     for line in extra:
         print("  " + line)
+    sim = load(build / "sim-bfd.json")
+    if sim:
+        print("\n== simulated (cachegrind: exact instructions, misses per million instructions), bfd")
+        rows = [[r["label"], f"{r['a']['median']:,.0f}", f"{r['b']['median']:,.0f}",
+                 f"{r['ratio']['median']:.3f}" if r.get("ratio") else "-",
+                 r["verdict"].replace("b-", "B ").replace("-", " ")] for r in sim["rows"]]
+        table(["figure", "baseline", "hottext", "B/A", "verdict"], rows)
     if pmu_missing:
-        print("  (no hardware PMU here: instructions, cycles and iTLB/i-cache misses were not measured)")
+        where = "simulated above" if sim else "not measured"
+        print(f"  (no hardware PMU here: instructions, cycles and iTLB/i-cache misses were {where})")
 
     order = load(build / "order.json")
     if order and order.get("ordered"):

@@ -4,10 +4,16 @@
  * names the program file for that range, and a perf that attaches later sees
  * "//anon" there. perf then reads /tmp/perf-PID.map, one "START SIZE name"
  * line per function (hex, runtime addresses), the format JITs use. We append,
- * since a JIT in the same process may write the same file. */
+ * since a JIT in the same process may write the same file.
+ *
+ * /tmp is shared: another user may have put a symlink or a file of their own
+ * at that name first, to make a root service write where they choose. So the
+ * file is opened without following symlinks, and one that is not a regular
+ * file owned by this process's user is refused, not written. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -55,9 +61,17 @@ long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whyle
         return -1;
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    struct writer w = {.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), .bias = e.bias};
+    struct writer w = {.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644),
+                       .bias = e.bias};
     if (w.fd < 0) {
-        snprintf(why, whylen, "cannot open %s", path);
+        snprintf(why, whylen, "cannot open %s (a symlink there is refused)", path);
+        hottext__elf_close(&e);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(w.fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        snprintf(why, whylen, "refusing %s: not a regular file owned by uid %d", path, (int)geteuid());
+        close(w.fd);
         hottext__elf_close(&e);
         return -1;
     }

@@ -177,6 +177,32 @@ pid=$(field no_malloc_anon result pid)
 if grep -q " hot_kernel$" "/tmp/perf-$pid.map" 2>/dev/null; then ok "no_malloc_anon: /tmp/perf-$pid.map names hot_kernel"; else
     fail no_malloc_anon_perf_map "/tmp/perf-$pid.map lacks hot_kernel"; fi
 rm -f "/tmp/perf-$pid.map"
+# perfmap_symlink: a symlink planted at /tmp/perf-PID.map (sh's $$ is the PID the program
+# execs into) must not be followed: the target stays as it was, the program runs on, and the
+# library says why it wrote no map.
+victim=$T/perfmap_victim
+echo untouched > "$victim"
+env HOTTEXT_PERF_MAP=1 HOTTEXT_VERBOSE=1 sh -c 'ln -sfn "$0" "/tmp/perf-$$.map"; exec "$1" self' \
+    "$victim" "$T/api_4k" > "$T/perfmap_symlink.out" 2> "$T/perfmap_symlink.err"
+rc=$?
+spid=$(sed -n 's/^result .*\bpid=\([0-9]*\).*/\1/p' "$T/perfmap_symlink.err" | head -1)
+if [ "$rc" = 0 ] && [ "$(cat "$victim")" = untouched ] && grep -q "no perf map: cannot open /tmp/perf-.*symlink" "$T/perfmap_symlink.err"; then
+    ok "perfmap_symlink: the symlink's target is untouched and the refusal is reported"
+else
+    fail perfmap_symlink "exit $rc, target now: $(head -c 80 "$victim"), stderr: $(grep -m2 'perf map\|hottext' "$T/perfmap_symlink.err" | tr '\n' '|')"
+fi
+[ -n "$spid" ] && rm -f "/tmp/perf-$spid.map"
+# perfmap_foreign: a file another user created there first is not appended to.
+env HOTTEXT_PERF_MAP=1 HOTTEXT_VERBOSE=1 sh -c 'f=/tmp/perf-$$.map; : > "$f" && chown nobody "$f" && exec "$0" self' \
+    "$T/api_4k" > "$T/perfmap_foreign.out" 2> "$T/perfmap_foreign.err"
+rc=$?
+spid=$(sed -n 's/^result .*\bpid=\([0-9]*\).*/\1/p' "$T/perfmap_foreign.err" | head -1)
+if [ "$rc" = 0 ] && [ -n "$spid" ] && [ ! -s "/tmp/perf-$spid.map" ] && grep -q "no perf map: refusing /tmp/perf-" "$T/perfmap_foreign.err"; then
+    ok "perfmap_foreign: another user's file is left alone and the refusal is reported"
+else
+    fail perfmap_foreign "exit $rc, stderr: $(grep -m2 'perf map\|hottext' "$T/perfmap_foreign.err" | tr '\n' '|')"
+fi
+[ -n "$spid" ] && rm -f "/tmp/perf-$spid.map"
 has file_path "mallocs=0 " "no malloc during the file path"
 
 run verbose api self HOTTEXT_VERBOSE=1

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
-use hottext::binary::{Binary, HUGE_PAGE};
+use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto::{self, Candidate};
 use hottext::layout::metrics::{
@@ -15,8 +15,8 @@ use hottext::layout::metrics::{
 };
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
-    emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment, Entry,
-    ScriptPlacement,
+    check_entries, emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment,
+    EmitError, Entry, ScriptPlacement,
 };
 use serde::Serialize;
 
@@ -241,10 +241,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
+    // With the binary, only names it has reach the linker: an alias the profile claims but
+    // the binary lacks is dropped, whatever it says.
+    let known: Option<foldhash::HashSet<&str>> = binary.as_ref().map(|b| {
+        b.functions
+            .iter()
+            .flat_map(|f| std::iter::once(&f.name).chain(&f.aliases))
+            .map(|n| symbol_of(n))
+            .collect()
+    });
+    let aliases: Vec<Vec<String>> = kept
+        .iter()
+        .map(|&f| {
+            let all = &graph.funcs[f as usize].aliases;
+            match &known {
+                Some(known) => all
+                    .iter()
+                    .filter(|a| known.contains(symbol_of(a)))
+                    .cloned()
+                    .collect(),
+                None => all.clone(),
+            }
+        })
+        .collect();
     let entries: Vec<Entry> = kept
         .iter()
-        .map(|&f| Entry::from(&graph.funcs[f as usize]))
+        .zip(&aliases)
+        .map(|(&f, aliases)| Entry {
+            aliases,
+            ..Entry::from(&graph.funcs[f as usize])
+        })
         .collect();
+    check_entries(format, &entries).map_err(|e| with_profile_line(e, &args.profile))?;
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
             bail!(
@@ -278,7 +306,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
     write_output(args.output.as_deref(), |out| {
-        emit(format, &entries, placement, &origin, out)
+        emit(format, &entries, placement, &origin, out).map_err(|e| match e {
+            EmitError::Io(e) => e,
+            refused => std::io::Error::other(refused.to_string()),
+        })
     })?;
     if let Some(path) = &args.markers {
         let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);
@@ -401,6 +432,20 @@ fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
                 .find_map(|n| by_name.get(n.as_str()).copied())
         })
         .collect()
+}
+
+/// A refused name, with the line of the profile that brought it in.
+fn with_profile_line(e: EmitError, profile: &Path) -> anyhow::Error {
+    let line = e.name().and_then(|name| {
+        let text = std::fs::read_to_string(profile).ok()?;
+        text.lines()
+            .position(|l| l.split_whitespace().any(|t| symbol_of(t) == name))
+            .map(|i| i + 1)
+    });
+    match line {
+        Some(n) => anyhow::Error::new(e).context(format!("{}, line {n}", profile.display())),
+        None => anyhow::Error::new(e).context(format!("{}", profile.display())),
+    }
 }
 
 fn host_arch() -> object::Architecture {

@@ -86,16 +86,79 @@ impl Entry<'_> {
     }
 }
 
+/// A name that cannot be written safely, or a failed write.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    #[error("{what} '{name}' cannot be written safely in a linker input: it holds {bad:?} (linker inputs take symbols of letters, digits, '_', '.' and '$'; a profile from a store or another host is not trusted)")]
+    UnsafeName {
+        /// `function` or `alias`.
+        what: &'static str,
+        name: String,
+        bad: char,
+    },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl EmitError {
+    /// The profile name the error is about, to find its line.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            EmitError::UnsafeName { name, .. } => Some(name),
+            EmitError::Io(_) => None,
+        }
+    }
+}
+
+/// Refuses a symbol that could be read as more than a name by a linker: linker scripts give
+/// meaning to parentheses, quotes, braces, `=`, `;`, wildcards and whitespace (a profile line
+/// `alias main x)}"hot1"=hot2` once defined a symbol through the script), order files to
+/// newlines and wildcards. The symbols compilers emit for C, C++ and Rust need only these
+/// characters; a plain list takes any name without whitespace or control characters.
+fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), EmitError> {
+    let safe = |c: char| match format {
+        Format::List => !c.is_whitespace() && !c.is_control(),
+        _ => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'),
+    };
+    match symbol.chars().find(|&c| !safe(c)) {
+        None if !symbol.is_empty() => Ok(()),
+        bad => Err(EmitError::UnsafeName {
+            what,
+            name: symbol.to_string(),
+            bad: bad.unwrap_or(' '),
+        }),
+    }
+}
+
+/// Checks every name of `entries` for `format` (see `check_symbol`): callers that create an
+/// output file call this first, so that a refused profile leaves no file behind.
+pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError> {
+    for e in entries {
+        let name = match format {
+            Format::List => e.name,
+            _ => symbol_of(e.name),
+        };
+        check_symbol(format, "function", name)?;
+        for alias in e.aliases {
+            check_symbol(format, "alias", symbol_of(alias))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes `entries` in `format`, placed as `placement` says where the format can
 /// ([`Format::places_individually`]). `origin` (what produced the order) goes into a comment
-/// where the format has comments.
+/// where the format has comments. Every name is checked ([`check_entries`]) before anything
+/// is written.
 pub fn emit(
     format: Format,
     entries: &[Entry],
     placement: ScriptPlacement,
     origin: &str,
     out: &mut dyn Write,
-) -> io::Result<()> {
+) -> Result<(), EmitError> {
+    check_entries(format, entries)?;
     match format {
         Format::List => {
             for e in entries {
@@ -123,7 +186,7 @@ pub fn emit(
             writeln!(out, "{HOT_END}")?;
         }
     }
-    out.flush()
+    Ok(out.flush()?)
 }
 
 /// Input sections that can hold `symbol` under `-ffunction-sections`: the plain one, and the
@@ -184,6 +247,52 @@ mod tests {
         )
         .unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn names_a_linker_could_read_as_syntax_are_refused_before_anything_is_written() {
+        let injected = vec![r#"x)}"hot1"=hot2,".text.q":{*(y"#.to_string()];
+        for (name, aliases) in [
+            ("main", &injected[..]),
+            ("a b", &[][..]),
+            ("INCLUDE\"/etc/passwd\"", &[][..]),
+            ("nul\0", &[][..]),
+        ] {
+            for format in [Format::LdScript, Format::GoldOrder, Format::SymbolOrder] {
+                let entries = [Entry {
+                    name,
+                    aliases,
+                    size: 0,
+                }];
+                let mut out = Vec::new();
+                let err = emit(format, &entries, ScriptPlacement::default(), "t", &mut out)
+                    .expect_err(name);
+                assert!(matches!(err, EmitError::UnsafeName { .. }), "{err}");
+                assert!(out.is_empty(), "nothing is written for {name}");
+            }
+        }
+        // Real compilers' symbols pass: C++, Rust legacy and v0 mangling, GCC clones.
+        for name in [
+            "_ZN3foo3barEv",
+            "_ZN4core3fmt5write17h0123456789abcdefE",
+            "_RNvCs1234_5crate3run",
+            "f.isra.0",
+            "g;src/a.c",
+        ] {
+            let entries = [Entry {
+                name,
+                aliases: &[],
+                size: 0,
+            }];
+            emit(
+                Format::LdScript,
+                &entries,
+                ScriptPlacement::default(),
+                "t",
+                &mut Vec::new(),
+            )
+            .unwrap();
+        }
     }
 
     #[test]

@@ -1,0 +1,110 @@
+//! Profiles come from stores and other hosts: crafted names must never reach a linker input.
+//! Regression tests for the hostile review's findings (issue 11), each named after one.
+
+mod common;
+
+use common::{hottext, run, stderr, write};
+
+const PROGRAM: &str = r#"
+#include <stdio.h>
+__attribute__((noinline)) int hot1(int x) { return x + 1; }
+__attribute__((noinline)) int hot2(int x) { return x * 3; }
+int main(void) {
+    long s = 0;
+    for (int i = 0; i < 1000; i++) s += hot1(i) + hot2(i);
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+
+fn setup(profile: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.c", PROGRAM);
+    write(dir.path(), "p.profile", profile);
+    run(
+        "gcc",
+        &["-O2", "-ffunction-sections", "-c", "p.c", "-o", "p.o"],
+        dir.path(),
+    );
+    run("gcc", &["p.o", "-o", "base"], dir.path());
+    dir
+}
+
+const HEAD: &str = "# hottext profile v1\nfn main 64 10\nfn hot1 16 50\nfn hot2 16 40\n";
+
+/// The review's payloads: a symbol defined through the script, a file pulled into the link,
+/// and the program's text discarded.
+const PAYLOADS: [&str; 3] = [
+    r#"alias main x)}"hot1"=hot2,".text.q":{*(y"#,
+    r#"alias main INCLUDE"/etc/hostname""#,
+    r#"alias hot1 "/DISCARD/":{*(.text*)}"#,
+];
+
+#[test]
+fn linker_script_injection_through_an_alias_is_refused_with_its_line() {
+    for payload in PAYLOADS {
+        let dir = setup(&format!("{HEAD}{payload}\n"));
+        for format in ["ld-script", "gold-order", "lld-order"] {
+            for binary in [&["--binary", "base"][..], &[][..]] {
+                let mut args = vec!["order", "p.profile", "--format", format, "-o", "out.txt"];
+                args.extend_from_slice(binary);
+                let o = hottext(&args, dir.path());
+                // With the binary the alias is dropped (the binary has no such symbol); without
+                // it the name is refused. Either way nothing crafted is written.
+                let written =
+                    std::fs::read_to_string(dir.path().join("out.txt")).unwrap_or_default();
+                assert!(
+                    !written.contains("DISCARD")
+                        && !written.contains("INCLUDE")
+                        && !written.contains("=hot2"),
+                    "{payload} reached {format}: {written}"
+                );
+                if binary.is_empty() {
+                    assert_eq!(
+                        o.status.code(),
+                        Some(2),
+                        "{payload} {format}: {}",
+                        stderr(&o)
+                    );
+                    assert!(stderr(&o).contains("p.profile, line 5"), "{}", stderr(&o));
+                    assert!(
+                        stderr(&o).contains("cannot be written safely"),
+                        "{}",
+                        stderr(&o)
+                    );
+                } else {
+                    assert!(o.status.success(), "{payload} {format}: {}", stderr(&o));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_alias_the_binary_lacks_never_reaches_the_linker() {
+    // A safe-looking alias that would pull another function's section into the range.
+    let dir = setup(&format!("{HEAD}alias hot1 printf\n"));
+    let o = hottext(
+        &[
+            "order",
+            "p.profile",
+            "--binary",
+            "base",
+            "--format",
+            "ld-script",
+            "-o",
+            "hot.ld",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = std::fs::read_to_string(dir.path().join("hot.ld")).unwrap();
+    assert!(script.contains(".text.hot1"), "{script}");
+    assert!(!script.contains("printf"), "{script}");
+    // The script links, and the program still computes what it did.
+    run("gcc", &["p.o", "-Wl,-T,hot.ld", "-o", "out"], dir.path());
+    assert_eq!(
+        run("./out", &[], dir.path()).stdout,
+        run("./base", &[], dir.path()).stdout
+    );
+}
