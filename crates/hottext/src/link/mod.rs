@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn names_a_linker_could_read_as_syntax_are_refused_before_anything_is_written() {
-        let injected = vec![r#"x)}"hot1"=hot2,".text.q":{*(y"#.to_string()];
+        let injected = [r#"x)}"hot1"=hot2,".text.q":{*(y"#.to_string()];
         for (name, aliases) in [
             ("main", &injected[..]),
             ("a b", &[][..]),
