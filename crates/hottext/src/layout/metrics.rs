@@ -112,24 +112,58 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     }
 }
 
-/// See [`Metrics::icache_overflow`].
-fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
+/// See [`Metrics::icache_overflow`]. A line wholly inside one function holds only that
+/// function's samples, so a function's interior lines are counted per set as one run of equal
+/// lines rather than one by one: the work is bounded by the number of sets per function, not by
+/// its size (a profile may claim any size). Symbols that overlap (some rewritten binaries have
+/// them) count as separate lines there; on BOLT's PostgreSQL that moved the figure by 0.5 %.
+pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
     let (bytes, ways, line) = ICACHE;
     let sets = bytes / (ways as u64 * line);
-    let mass = sample_mass(graph, at, line);
-    let total: f64 = mass.values().sum();
+    // Lines a function shares with a neighbour (its first and last), summed over functions.
+    let mut edges: rustc_hash::FxHashMap<u64, f64> = Default::default();
+    // Per set: (samples on one line, how many such lines).
+    let mut runs: Vec<Vec<(f64, u64)>> = vec![Vec::new(); sets as usize];
+    let mut total = 0.0;
+    for (f, start) in graph.funcs.iter().zip(at) {
+        let (Some(start), true) = (*start, f.samples > 0) else {
+            continue;
+        };
+        let size = f.size.max(1);
+        let end = start.saturating_add(size);
+        let per_byte = f.samples as f64 / size as f64;
+        total += f.samples as f64;
+        let (first, last) = (start / line, (end - 1) / line);
+        let partial = |l: u64| (end.min((l + 1) * line) - start.max(l * line)) as f64 * per_byte;
+        *edges.entry(first).or_default() += partial(first);
+        if last > first {
+            *edges.entry(last).or_default() += partial(last);
+        }
+        // Lines first+1 ..= last-1 are whole and hold per_byte * line each.
+        let (from, n) = (first + 1, last.saturating_sub(first + 1));
+        for k in 0..n.min(sets) {
+            let set = (from + k) % sets;
+            let count = n / sets + u64::from(k < n % sets);
+            runs[set as usize].push((per_byte * line as f64, count));
+        }
+    }
     if total == 0.0 {
         return 0.0;
     }
-    let mut by_set: rustc_hash::FxHashMap<u64, Vec<f64>> = Default::default();
-    for (l, m) in mass {
-        by_set.entry(l % sets).or_default().push(m);
+    for (l, m) in edges {
+        runs[(l % sets) as usize].push((m, 1));
     }
-    let overflow: f64 = by_set
-        .into_values()
+    let overflow: f64 = runs
+        .into_iter()
         .map(|mut lines| {
-            lines.sort_by(|a, b| b.total_cmp(a));
-            lines.iter().skip(ways).sum::<f64>()
+            lines.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let (mut room, mut over) = (ways as u64, 0.0);
+            for (mass, count) in lines {
+                let kept = count.min(room);
+                room -= kept;
+                over += mass * (count - kept) as f64;
+            }
+            over
         })
         .sum();
     overflow / total

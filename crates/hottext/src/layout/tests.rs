@@ -279,6 +279,17 @@ fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
 }
 
 #[test]
+fn icache_overflow_of_a_huge_function_takes_no_time() {
+    // A profile may claim any size: 1 TB is 16 G lines, which the model must not visit.
+    let g = graph(&[("huge", 1 << 40, 90), ("small", 64, 10)], &[]);
+    let started = std::time::Instant::now();
+    let overflow = super::metrics::icache_overflow(&g, &place_in_order(&g, &[0, 1], 1));
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    // Each set keeps 8 of its 2^28 equal lines of `huge`, and `small`'s hotter line.
+    assert!(overflow > 0.89 && overflow < 0.9, "{overflow}");
+}
+
+#[test]
 fn call_sites_place_a_call_where_it_is_not_in_the_middle() {
     // `a` (8 KiB) calls `b`, which follows it, from byte 8180: counted from the middle of `a`
     // the call would jump 4 KiB; from its real site it jumps 12 bytes.
