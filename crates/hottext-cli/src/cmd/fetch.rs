@@ -7,7 +7,9 @@ use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::layout::{auto, Params};
-use hottext::link::{emit, is_split_cold_part, markers_object, Entry, ScriptPlacement};
+use hottext::link::{
+    check_entries, emit, is_split_cold_part, markers_object, Entry, ScriptPlacement,
+};
 use hottext::pipeline::fetch::{fetch, FetchError};
 use hottext::store::meta::write_atomic;
 use serde::Serialize;
@@ -127,13 +129,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let choice = auto::choose(&f.graph, &params, &mut |_| ());
             let name = choice.algorithm.name();
             eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
-            let entries = choice
+            let (entries, unsafe_names): (Vec<Entry>, Vec<Entry>) = choice
                 .order
                 .iter()
                 .map(|&id| &f.graph.funcs[id as usize])
                 .filter(|func| !is_split_cold_part(&func.name))
                 .map(Entry::from)
-                .collect();
+                .partition(|e| check_entries(format, std::slice::from_ref(e)).is_ok());
+            // The rematched names are the binary's own; one a linker input cannot carry safely
+            // (an assembler symbol with odd characters) stays where it is rather than failing
+            // the build.
+            if !unsafe_names.is_empty() {
+                let names: Vec<&str> = unsafe_names.iter().map(|e| e.name).collect();
+                output::warn(format!(
+                    "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
+                    names.len(),
+                    output::some_of(&names, 8)
+                ));
+            }
             (
                 entries,
                 format!(
