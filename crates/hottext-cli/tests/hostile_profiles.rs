@@ -108,3 +108,41 @@ fn an_alias_the_binary_lacks_never_reaches_the_linker() {
         run("./base", &[], dir.path()).stdout
     );
 }
+
+#[test]
+fn huge_sizes_in_a_profile_neither_loop_nor_wrap() {
+    // A terabyte function once made `order` walk 2^28 pages and 3.3 GB: now the layout figures
+    // take no time whatever the sizes. Sizes no function can have are refused with their line;
+    // two near-2^64 sizes once wrapped `hot_bytes` to 9.
+    let dir = tempfile::tempdir().unwrap();
+    let big = "# hottext profile v2\nfn a 4294967296 5\nfn b 4294967296 5\nfn c 10 5\n\
+               call a b 3\nsite a b 4294967000 3\ncall b c 2\n";
+    write(dir.path(), "big.profile", big);
+    let started = std::time::Instant::now();
+    let o = hottext(
+        &["order", "big.profile", "--json", "-o", "order.txt"],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["ordered"]["hot_bytes"], 2 * 4294967296u64 + 10);
+
+    write(
+        dir.path(),
+        "wrap.profile",
+        "# hottext profile v1\nfn c 10 5\nfn b 18446744073709551615 5\n",
+    );
+    let o = hottext(&["order", "wrap.profile", "-o", "order.txt"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("line 3"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("18446744073709551615"),
+        "{}",
+        stderr(&o)
+    );
+}

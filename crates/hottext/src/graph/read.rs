@@ -78,6 +78,11 @@ impl Reader {
             "fn" => {
                 let name = next("a name")?;
                 let size = number(next("a size")?, "size")?;
+                if size > MAX_FUNCTION_SIZE {
+                    return Err(format!(
+                        "size {size} of '{name}' is over {MAX_FUNCTION_SIZE} bytes: no function is that large (x86-64 and AArch64 code reaches at most 4 GiB); the profile is damaged or crafted"
+                    ));
+                }
                 let samples = number(next("a sample count")?, "sample count")?;
                 no_more(fields)?;
                 if self.ids.get(&self.graph.funcs, name).is_some() {
@@ -215,6 +220,11 @@ fn no_more<'a>(mut fields: impl Iterator<Item = &'a str>) -> Result<(), String> 
         None => Ok(()),
     }
 }
+
+/// The largest function size a profile may state. Code addresses itself within ±2 GiB
+/// (x86-64 RIP-relative, AArch64 ADRP), so no function comes near it; with it, sums of sizes
+/// over any profile a machine can read stay far from overflowing.
+pub const MAX_FUNCTION_SIZE: u64 = 1 << 32;
 
 fn number(field: &str, what: &str) -> Result<u64, String> {
     field

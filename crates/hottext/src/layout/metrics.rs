@@ -27,9 +27,12 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
     let mut at = vec![None; graph.funcs.len()];
     let mut next = 0u64;
     for &f in order {
-        next = next.next_multiple_of(alignment.max(1));
+        // Sizes come from a profile, which may claim anything: saturate rather than wrap.
+        next = next
+            .checked_next_multiple_of(alignment.max(1))
+            .unwrap_or(next);
         at[f as usize] = Some(next);
-        next += graph.funcs[f as usize].size;
+        next = next.saturating_add(graph.funcs[f as usize].size);
     }
     at
 }
@@ -68,9 +71,9 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     for (f, start) in graph.funcs.iter().zip(at) {
         if let (Some(start), true) = (start, f.samples > 0) {
             hot_functions += 1;
-            hot_bytes += f.size;
+            hot_bytes = f.size.saturating_add(hot_bytes);
             lo = lo.min(*start);
-            hi = hi.max(start + f.size);
+            hi = hi.max(start.saturating_add(f.size));
         }
     }
 
@@ -84,7 +87,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         let (site, weight) = (from + j.offset, j.weight);
         let d = site.abs_diff(to);
         total += weight;
-        distance += weight * d;
+        distance = distance.saturating_add(weight.saturating_mul(d));
         d64 += if d < 64 { weight } else { 0 };
         d4k += if site / 4096 == to / 4096 { weight } else { 0 };
         d2m += if d < HUGE_PAGE { weight } else { 0 };
@@ -120,40 +123,23 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
 pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
     let (bytes, ways, line) = ICACHE;
     let sets = bytes / (ways as u64 * line);
-    // Lines a function shares with a neighbour (its first and last), summed over functions.
-    let mut edges: rustc_hash::FxHashMap<u64, f64> = Default::default();
-    // Per set: (samples on one line, how many such lines).
-    let mut runs: Vec<Vec<(f64, u64)>> = vec![Vec::new(); sets as usize];
-    let mut total = 0.0;
-    for (f, start) in graph.funcs.iter().zip(at) {
-        let (Some(start), true) = (*start, f.samples > 0) else {
-            continue;
-        };
-        let size = f.size.max(1);
-        let end = start.saturating_add(size);
-        let per_byte = f.samples as f64 / size as f64;
-        total += f.samples as f64;
-        let (first, last) = (start / line, (end - 1) / line);
-        let partial = |l: u64| (end.min((l + 1) * line) - start.max(l * line)) as f64 * per_byte;
-        *edges.entry(first).or_default() += partial(first);
-        if last > first {
-            *edges.entry(last).or_default() += partial(last);
-        }
-        // Lines first+1 ..= last-1 are whole and hold per_byte * line each.
-        let (from, n) = (first + 1, last.saturating_sub(first + 1));
-        for k in 0..n.min(sets) {
-            let set = (from + k) % sets;
-            let count = n / sets + u64::from(k < n % sets);
-            runs[set as usize].push((per_byte * line as f64, count));
-        }
-    }
-    if total == 0.0 {
+    let mass = block_mass(graph, at, line);
+    if mass.total == 0.0 {
         return 0.0;
     }
-    for (l, m) in edges {
-        runs[(l % sets) as usize].push((m, 1));
+    // Per set: (samples on one line, how many such lines).
+    let mut by_set: Vec<Vec<(f64, u64)>> = vec![Vec::new(); sets as usize];
+    for (l, m) in mass.shared {
+        by_set[(l % sets) as usize].push((m, 1));
     }
-    let overflow: f64 = runs
+    for run in mass.runs {
+        for k in 0..run.count.min(sets) {
+            let set = (run.first + k) % sets;
+            let count = run.count / sets + u64::from(k < run.count % sets);
+            by_set[set as usize].push((run.mass, count));
+        }
+    }
+    let overflow: f64 = by_set
         .into_iter()
         .map(|mut lines| {
             lines.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -166,53 +152,102 @@ pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
             over
         })
         .sum();
-    overflow / total
+    overflow / mass.total
 }
 
 /// How many pages of `page` bytes hold 99 % of the samples.
 fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
-    hottest_pages(graph, at, page, 0.99).len() as u64
+    hottest_pages(graph, at, page, 0.99, 0).0
 }
 
-/// The fewest pages of `page` bytes that hold `share` of the samples, hottest first, as page
-/// numbers (address / page). Each function's samples are spread evenly over its bytes.
-pub fn hottest_pages(graph: &Graph, at: &Placement, page: u64, share: f64) -> Vec<u64> {
-    let mass = sample_mass(graph, at, page);
-    let total: f64 = mass.values().sum();
-    let mut pages: Vec<(u64, f64)> = mass.into_iter().collect();
+/// The fewest pages of `page` bytes that hold `share` of the samples: how many, and the first
+/// `list` of them, hottest first, as page numbers (address / page). Each function's samples are
+/// spread evenly over its bytes.
+pub fn hottest_pages(
+    graph: &Graph,
+    at: &Placement,
+    page: u64,
+    share: f64,
+    list: usize,
+) -> (u64, Vec<u64>) {
+    let mass = block_mass(graph, at, page);
+    let shared = mass.shared.into_iter().map(|(p, m)| Run {
+        first: p,
+        count: 1,
+        mass: m,
+    });
+    let mut blocks: Vec<Run> = shared.chain(mass.runs).collect();
     // Hottest first; ties by address so the answer does not depend on hash order.
-    pages.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let goal = total * share;
-    let mut sum = 0.0;
-    let mut out = Vec::new();
-    for (p, m) in pages {
-        // A small tolerance keeps float rounding from asking for one page too many.
-        if sum >= goal * (1.0 - 1e-12) {
+    blocks.sort_by(|a, b| b.mass.total_cmp(&a.mass).then(a.first.cmp(&b.first)));
+    // A small tolerance keeps float rounding from asking for one page too many.
+    let goal = mass.total * share * (1.0 - 1e-12);
+    let (mut sum, mut count, mut pages) = (0.0, 0u64, Vec::new());
+    for run in blocks {
+        if sum >= goal || run.mass <= 0.0 {
             break;
         }
-        sum += m;
-        out.push(p);
+        let needed = ((goal - sum) / run.mass).ceil().max(1.0);
+        let taken = if needed >= run.count as f64 {
+            run.count
+        } else {
+            needed as u64
+        };
+        let listed = (list.saturating_sub(pages.len()) as u64).min(taken);
+        pages.extend(run.first..run.first + listed);
+        sum += run.mass * taken as f64;
+        count = count.saturating_add(taken);
     }
-    out
+    (count, pages)
 }
 
-/// Samples per block of `block` bytes (page or cache line, keyed by address / block), each
-/// function's samples spread evenly over its bytes.
-fn sample_mass(graph: &Graph, at: &Placement, block: u64) -> rustc_hash::FxHashMap<u64, f64> {
-    let mut mass: rustc_hash::FxHashMap<u64, f64> = Default::default();
+/// Equal blocks in a row, all inside one function.
+struct Run {
+    first: u64,
+    count: u64,
+    /// Samples on each block.
+    mass: f64,
+}
+
+/// A layout's samples by blocks of `block` bytes (pages or cache lines, numbered address /
+/// block), each function's samples spread evenly over its bytes. A block wholly inside one
+/// function holds only its samples, so those come as one [`Run`] per function, and the work is
+/// bounded by the number of functions, not by the sizes a profile claims. (Symbols that overlap,
+/// as in some rewritten binaries, count as separate blocks there.)
+struct BlockMass {
+    /// Blocks a function shares with its neighbours (its first and last), summed.
+    shared: rustc_hash::FxHashMap<u64, f64>,
+    runs: Vec<Run>,
+    total: f64,
+}
+
+fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
+    let mut mass = BlockMass {
+        shared: Default::default(),
+        runs: Vec::new(),
+        total: 0.0,
+    };
     for (f, start) in graph.funcs.iter().zip(at) {
-        let Some(start) = *start else { continue };
-        if f.samples == 0 {
+        let (Some(start), true) = (*start, f.samples > 0) else {
             continue;
-        }
+        };
         let size = f.size.max(1);
+        let end = start.saturating_add(size);
         let per_byte = f.samples as f64 / size as f64;
-        let end = start + size;
-        let mut p = start / block;
-        while p * block < end {
-            let overlap = end.min((p + 1) * block) - start.max(p * block);
-            *mass.entry(p).or_default() += per_byte * overlap as f64;
-            p += 1;
+        mass.total += f.samples as f64;
+        let (first, last) = (start / block, (end - 1) / block);
+        let part = |b: u64| {
+            (end.min((b + 1).saturating_mul(block)) - start.max(b * block)) as f64 * per_byte
+        };
+        *mass.shared.entry(first).or_default() += part(first);
+        if last > first {
+            *mass.shared.entry(last).or_default() += part(last);
+        }
+        if last > first + 1 {
+            mass.runs.push(Run {
+                first: first + 1,
+                count: last - first - 1,
+                mass: per_byte * block as f64,
+            });
         }
     }
     mass
@@ -221,8 +256,7 @@ fn sample_mass(graph: &Graph, at: &Placement, block: u64) -> rustc_hash::FxHashM
 /// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,
 /// adjacent pages merged, in address order: what a loader without markers can map.
 pub fn hot_ranges(graph: &Graph, at: &Placement, max_pages: usize) -> Vec<(u64, u64)> {
-    let mut pages = hottest_pages(graph, at, HUGE_PAGE, 0.99);
-    pages.truncate(max_pages);
+    let (_, mut pages) = hottest_pages(graph, at, HUGE_PAGE, 0.99, max_pages);
     pages.sort_unstable();
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for p in pages {
