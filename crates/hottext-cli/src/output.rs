@@ -117,6 +117,21 @@ fn flatten(prefix: &str, value: &serde_json::Value, lines: &mut Vec<(String, Str
     }
 }
 
+/// The longest span any option takes: longer ones are mistakes, and a time that far ahead
+/// cannot even be represented as an `Instant` on some systems.
+const MAX_SECONDS: f64 = 100.0 * 365.0 * 86400.0;
+
+/// An option's seconds as a `Duration`: a number from 0 to 100 years, else an error naming
+/// the option (exit status 2), never a panic.
+pub fn seconds(option: &str, value: f64) -> anyhow::Result<std::time::Duration> {
+    if !(0.0..=MAX_SECONDS).contains(&value) {
+        anyhow::bail!(
+            "{option} {value:?}: give a number of seconds from 0 to {MAX_SECONDS:.0} (100 years)"
+        );
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
+}
+
 /// Bytes as a short human figure (KiB, MiB).
 pub fn bytes(n: u64) -> String {
     match n {

@@ -1,5 +1,6 @@
-//! Profiles come from stores and other hosts: crafted names must never reach a linker input.
-//! Regression tests for the hostile review's findings (issue 11), each named after one.
+//! Profiles come from stores and other hosts: crafted names must never reach a linker input,
+//! nor crafted figures crash a verb. Regression tests for the hostile review's findings
+//! (issue 11), each named after one.
 
 mod common;
 
@@ -145,4 +146,25 @@ fn huge_sizes_in_a_profile_neither_loop_nor_wrap() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn huge_durations_are_refused_with_the_option_named() {
+    // Each once panicked (exit 101) converting to a Duration.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    for (args, option) in [
+        (
+            &["record", "--duration", "1e30", "-o", "x.data", "--", "true"][..],
+            "--duration",
+        ),
+        (
+            &["store", "gc", "--store", "store", "--min-age-days", "1e300"][..],
+            "--min-age-days",
+        ),
+    ] {
+        let o = hottext(args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(option), "{}", stderr(&o));
+    }
 }

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hottext::cpus;
@@ -246,10 +245,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         .as_deref()
         .map(|p| regex("--expect-same", p))
         .transpose()?;
-    let seconds = |option: &str, s: f64| {
-        Duration::try_from_secs_f64(s)
-            .map_err(|_| anyhow::anyhow!("{option} {s}: not a number of seconds"))
-    };
+    let seconds = output::seconds;
     let (a, b, service) = match (&args.a, &args.b, &args.server_a, &args.server_b) {
         (Some(a), Some(b), None, None) => (a.clone(), b.clone(), None),
         (None, None, Some(a), Some(b)) => {

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hottext::pipeline::config::Config;
@@ -123,7 +122,7 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         }),
     );
     let opts = RunOptions {
-        lock_wait: Duration::from_secs_f64(args.lock_wait),
+        lock_wait: output::seconds("--lock-wait", args.lock_wait)?,
     };
     eprintln!(
         "hottext: pipeline {}: recording for {} s",

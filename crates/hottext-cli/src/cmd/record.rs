@@ -106,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
             bail!("--duration must be a positive number of seconds")
         }
-        Some(s) => Some(Duration::from_secs_f64(s)),
+        Some(s) => Some(output::seconds("--duration", s)?),
         None => None,
     };
     let machine = Machine::probe().context("cannot tell what perf can do here")?;

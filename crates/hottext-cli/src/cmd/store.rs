@@ -298,7 +298,13 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
         keep.extend(found);
     }
     let store = Store::open(&args.store)?;
-    let min_age = Duration::from_secs_f64(args.min_age_days * 86400.0);
+    if !(0.0..=36500.0).contains(&args.min_age_days) {
+        bail!(
+            "--min-age-days {:?}: give a number of days from 0 to 36500 (100 years)",
+            args.min_age_days
+        );
+    }
+    let min_age = output::seconds("--min-age-days", args.min_age_days * 86400.0)?;
     let report = store.gc(&keep, min_age, SystemTime::now(), args.dry_run)?;
     if args.json {
         output::json(&report)?;

@@ -277,8 +277,14 @@ impl Config {
                 s.name
             ));
         }
-        if !(self.record.seconds > 0.0 && self.record.seconds.is_finite()) {
-            return Err("[record] seconds must be a positive number".into());
+        // A day is more than any recording needs; a larger figure is a typo (1e30 once panicked).
+        if !(self.record.seconds > 0.0 && self.record.seconds <= 86400.0) {
+            return Err(
+                "[record] seconds must be a number of seconds above 0 and at most 86400".into(),
+            );
+        }
+        if !(0.0..=3600.0).contains(&s.startup_seconds) {
+            return Err("[service] startup_seconds must be from 0 to 3600".into());
         }
         if !(0.0..=1.0).contains(&self.merge.decay) {
             return Err("[merge] decay must be between 0 and 1".into());
@@ -354,5 +360,16 @@ mod tests {
         let typo = MINIMAL.replace("[repo]", "[repo]\nbrnach = \"x\"");
         let err = read(&typo).unwrap_err().to_string();
         assert!(err.contains("brnach"), "{err}");
+    }
+
+    #[test]
+    fn huge_durations_are_refused_not_panicked() {
+        // record.seconds = 1e30 once panicked and left the started service running.
+        let long = MINIMAL.replace("[store]", "[record]\nseconds = 1e30\n[store]");
+        let err = read(&long).unwrap_err().to_string();
+        assert!(err.contains("[record] seconds"), "{err}");
+        let slow = MINIMAL.replace("pid = 42", "command = [\"x\"]\nstartup_seconds = 1e300");
+        let err = read(&slow).unwrap_err().to_string();
+        assert!(err.contains("startup_seconds"), "{err}");
     }
 }

@@ -274,7 +274,7 @@ impl Plan {
         let d = self.duration?;
         Some(match self.target {
             Target::Command(_) => d,
-            Target::Pid(_) => d * 2 + Duration::from_secs(30),
+            Target::Pid(_) => d.saturating_mul(2).saturating_add(Duration::from_secs(30)),
         })
     }
 
