@@ -223,15 +223,16 @@ pub fn rematch(
         };
         target.push(found);
     }
-    matched.unmatched.sort_by_key(|n| {
-        std::cmp::Reverse(
-            profile
-                .funcs
-                .iter()
-                .find(|f| &f.name == n)
-                .map_or(0, |f| f.samples),
-        )
-    });
+    // Hottest first. A look-up table, not a search per comparison: 40 000 missing functions
+    // once took 14.6 s that way.
+    let samples_of: HashMap<&str, u64> = profile
+        .funcs
+        .iter()
+        .map(|f| (f.name.as_str(), f.samples))
+        .collect();
+    matched
+        .unmatched
+        .sort_by_key(|n| std::cmp::Reverse(samples_of.get(n.as_str()).copied().unwrap_or(0)));
 
     let mut b = GraphBuilder::default();
     for (key, value) in &profile.headers {
@@ -355,6 +356,25 @@ mod tests {
         assert_eq!(g.funcs[0].size, 12, "sizes come from the binary");
         assert_eq!(g.calls.len(), 1);
         assert_eq!(g.calls[0].weight, 60);
+    }
+
+    #[test]
+    fn many_missing_functions_are_reported_hottest_first_in_linear_time() {
+        let mut text = String::from("# hottext profile v1\nfn main 10 10\n");
+        for i in 0..40_000 {
+            text += &format!("fn gone_{i} 8 {}\n", 1 + i % 97);
+        }
+        let profile = Graph::read(text.as_bytes()).unwrap();
+        let bin = binary(&[("main", 12)]);
+        let started = std::time::Instant::now();
+        let (_, matched) = rematch(&profile, &bin, &HashMap::new());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(matched.unmatched.len(), 40_000);
+        assert_eq!(matched.unmatched[0], "gone_96");
     }
 
     #[test]
