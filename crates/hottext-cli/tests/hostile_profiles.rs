@@ -168,3 +168,79 @@ fn huge_durations_are_refused_with_the_option_named() {
         assert!(stderr(&o).contains(option), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn a_binary_that_is_no_regular_file_is_refused_not_read_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.profile", HEAD);
+    let o = hottext(&["order", "p.profile", "--binary", "/dev/zero"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_store_object_that_is_a_symlink_to_a_device_is_refused_not_read_forever() {
+    let dir = setup(HEAD);
+    let put = hottext(
+        &[
+            "store",
+            "put",
+            "p.profile",
+            "--store",
+            "st",
+            "--meta",
+            "p.meta",
+        ],
+        dir.path(),
+    );
+    assert!(put.status.success(), "{}", stderr(&put));
+    let objects: Vec<_> = walk(&dir.path().join("st"));
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    std::fs::remove_file(&objects[0]).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &objects[0]).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hottext"))
+        .args([
+            "fetch",
+            "--meta",
+            "p.meta",
+            "--binary",
+            "base",
+            "--format",
+            "ld-script",
+        ])
+        .args(["-o", "hot.ld"])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("fetch still reading /dev/zero after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the profile is unusable: exit 1 (--on-missing fail)"
+    );
+}
+
+/// Every regular file or symlink under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

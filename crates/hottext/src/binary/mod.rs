@@ -79,11 +79,20 @@ pub enum BinaryError {
 }
 
 impl Binary {
+    /// Reads and parses the ELF file at `path`. Only a regular file is read: `/dev/zero` or a
+    /// FIFO would never end.
     pub fn open(path: &Path) -> Result<Binary, BinaryError> {
-        let data = std::fs::read(path).map_err(|source| BinaryError::Io {
+        let io = |source| BinaryError::Io {
             path: path.into(),
             source,
-        })?;
+        };
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(BinaryError::NotElf {
+                path: path.into(),
+                msg: "it is not a regular file (a device, FIFO or directory)".into(),
+            });
+        }
+        let data = std::fs::read(path).map_err(io)?;
         Self::parse(path, &data)
     }
 

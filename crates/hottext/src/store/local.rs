@@ -34,6 +34,14 @@ impl Local {
 impl Backend for Local {
     fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.objects.join(name);
+        // Only a regular file is an object: a symlink to /dev/zero would be read forever.
+        if let Ok(meta) = fs::metadata(&path) {
+            if !meta.is_file() {
+                let what = format!("read {}", path.display());
+                let source = io::Error::new(io::ErrorKind::InvalidData, "not a regular file");
+                return Err(self.io(what)(source));
+            }
+        }
         match fs::read(&path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
