@@ -244,3 +244,45 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_meta_file_cannot_send_the_builds_credentials_to_its_own_endpoint() {
+    // The review's meta file pointed fetch at a listener of its own over plain HTTP; fetch
+    // sent it signed requests with the session token.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = setup(HEAD);
+    let meta = format!(
+        "# hottext profile meta v1\n\
+         object: sha256:{}\n\
+         store: s3://bucket/p?endpoint=http://127.0.0.1:{port}&allow_http=true\n\
+         size: 10\nformat: hottext profile v1\nsamples: 1\n\
+         window-start: 2026-01-01T00:00:00Z\nwindow-end: 2026-01-01T00:00:00Z\n",
+        "0".repeat(64)
+    );
+    write(dir.path(), "evil.meta", &meta);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hottext"))
+        .args([
+            "fetch",
+            "--meta",
+            "evil.meta",
+            "--binary",
+            "base",
+            "-o",
+            "hot.ld",
+        ])
+        .args(["--on-missing", "warn"])
+        .current_dir(dir.path())
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env("AWS_SECRET_ACCESS_KEY", "secret")
+        .env("AWS_SESSION_TOKEN", "token")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--store"), "{}", stderr(&o));
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "fetch connected to the meta file's endpoint"
+    );
+}

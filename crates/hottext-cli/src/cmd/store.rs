@@ -216,7 +216,7 @@ fn meta_for(profile: &Graph, put: &hottext::store::Put, store: &str) -> Meta {
     };
     Meta {
         object: put.hash,
-        store: store.to_string(),
+        store: hottext::store::location(store).to_string(),
         size: put.size,
         format: MAGIC.trim_start_matches("# ").to_string(),
         samples: profile

@@ -47,6 +47,8 @@ pub enum FetchError {
         hash: ObjectHash,
         source: GraphError,
     },
+    #[error("{path} names the store '{store}' with options (after '?'): a meta file says where the profile is, never how to reach it, because a one-line change to it would send this build's credentials elsewhere; give the endpoint and its options with --store")]
+    StoreOptionsInMeta { path: PathBuf, store: String },
     #[error("store object {hash} is a profile of build-id {profile}, but the meta file says {meta}: the meta file names the wrong object")]
     Disagrees {
         hash: ObjectHash,
@@ -74,7 +76,9 @@ impl FetchError {
     /// an unreadable binary: `--on-missing warn` builds without it in these cases.
     pub fn profile_unavailable(&self) -> bool {
         match self {
-            FetchError::Meta(_) | FetchError::Binary { .. } => false,
+            FetchError::Meta(_)
+            | FetchError::Binary { .. }
+            | FetchError::StoreOptionsInMeta { .. } => false,
             FetchError::Store(e) => e.is_unavailable(),
             _ => true,
         }
@@ -146,6 +150,13 @@ pub fn fetch(
     let meta = Meta::read(meta_path)?;
     let url = match store {
         Some(s) => s.to_string(),
+        // Endpoints, plain HTTP and other options come from the user, not from a reviewed file.
+        None if meta.store.contains('?') => {
+            return Err(FetchError::StoreOptionsInMeta {
+                path: meta_path.into(),
+                store: meta.store.clone(),
+            })
+        }
         None => resolve_store(&meta.store, meta_path),
     };
     let store = Store::open(&url)?;

@@ -230,7 +230,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
     let put = store.put(&bytes)?;
     let meta = Meta {
         object: put.hash,
-        store: config.store.url.clone(),
+        store: crate::store::location(&config.store.url).to_string(),
         size: put.size,
         format: MAGIC.trim_start_matches("# ").to_string(),
         samples: stats.samples_in_binary,
@@ -287,7 +287,17 @@ fn previous_profile(
         Some(Ok(m)) => m,
     };
     let object = Some(meta.object.to_string());
-    let fetched = Store::open(&meta.store)
+    // The previous profile is read from the configured store, with the configured credentials:
+    // a meta file that names another store (a one-line change in a reviewed file) is not
+    // followed there.
+    if crate::store::location(&meta.store) != crate::store::location(&config.store.url) {
+        let note = format!(
+            "the meta file names the store '{}', the configuration '{}': not read from there",
+            meta.store, config.store.url
+        );
+        return (Some(not_merged(object, note)), None);
+    }
+    let fetched = Store::open(&config.store.url)
         .and_then(|s| s.get(&meta.object))
         .map_err(|e| e.to_string())
         .and_then(|bytes| Graph::read(bytes.as_slice()).map_err(|e| e.to_string()));

@@ -6,7 +6,7 @@
 //! # hottext profile meta v1
 //! # Written by `hottext pipeline run`; the build runs `hottext fetch --meta <this file>`.
 //! object: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-//! store: s3://profiles/server?endpoint=https://s3.example.com
+//! store: s3://profiles/server
 //! size: 48213
 //! format: hottext profile v2
 //! samples: 59880
@@ -17,7 +17,9 @@
 //! ```
 //!
 //! Unknown keys are ignored (a newer hottext may add some); a missing or repeated key, or a
-//! malformed value, is an error that names the line.
+//! malformed value, is an error that names the line. `store` is where the profile is, never how
+//! to reach it (no `?endpoint=…` options: see [`super::location`]); `fetch` refuses a meta file
+//! whose store carries options, and the pipeline reads only from its configured store.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};

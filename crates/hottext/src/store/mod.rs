@@ -71,6 +71,13 @@ trait Backend {
     fn delete(&self, name: &str) -> Result<(), StoreError>;
 }
 
+/// Where a store is, without how to reach it: the URL before its options (`?endpoint=…`,
+/// `allow_http`, region). Meta files record only this, since the options decide where the
+/// user's credentials are sent and belong to the user's configuration or command line.
+pub fn location(url: &str) -> &str {
+    url.split('?').next().unwrap_or(url)
+}
+
 /// An opened store.
 pub struct Store {
     url: String,
