@@ -54,25 +54,49 @@ static void *map_aligned(size_t len, int prot)
     return p;
 }
 
+/* Put the text back at a after a failed swap left a hole there: tmp still
+ * holds the same bytes (a copy of the text, or the program file mapped
+ * again), so move it in once more (1: the swap is done after all), else map
+ * the file back from fd (opened before the attempt), else copy tmp's bytes
+ * into fresh memory at a and make it read+execute (0: the text is back as it
+ * was). Only when all three fail (-1) is the text gone. */
+static int restore(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_vma *vma)
+{
+    if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a) == (void *)a)
+        return 1;
+    if (fd >= 0 && mmap((void *)a, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd,
+                        (off_t)(vma->offset + (a - vma->start))) != MAP_FAILED)
+        return 0;
+    void *p = mmap((void *)a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != (void *)a)
+        return -1;
+    memcpy(p, tmp, len);
+    return mprotect(p, len, PROT_READ | PROT_EXEC);
+}
+
 /* Swap the prepared copy at tmp onto a. mremap(MREMAP_FIXED) unmaps the
  * destination before it moves the source, so a failure late in the move (out
- * of kernel memory) could leave a hole where the text was: if so, map the
- * program file back in place from fd, opened before the attempt. */
+ * of kernel memory) could leave a hole where the text was: see restore. */
 static int swap_in(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_vma *vma, hottext_result *res)
 {
     void *p = mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
     if (p == (void *)a)
         return 0;
-    res->error = errno;
-    res->status = HOTTEXT_SYSCALL_FAILED;
+    int err = errno;
     struct hx_vma now;
-    if (hottext__vma_find(a, &now) < 0 && fd >= 0 &&
-        mmap((void *)a, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd,
-             (off_t)(vma->offset + (a - vma->start))) == MAP_FAILED) {
-        hottext__detail(res, "mremap onto the text failed (%s) and left it unmapped; restoring it failed too",
-                        hottext__errname(res->error));
+    int restored = hottext__vma_find(a, &now) == 0 ? 2 : restore(tmp, a, len, fd, vma);
+    if (restored == 1)
+        return 0; /* the second move put the prepared copy in place: swapped */
+    res->error = err;
+    res->status = HOTTEXT_SYSCALL_FAILED;
+    if (restored == 2) {
+        hottext__detail(res, "mremap onto the text failed (%s); text unchanged", hottext__errname(err));
+    } else if (restored == 0) {
+        hottext__detail(res, "mremap onto the text failed (%s) and unmapped it; restored from the program file or the prepared copy's bytes",
+                        hottext__errname(err));
     } else {
-        hottext__detail(res, "mremap onto the text failed (%s); text unchanged", hottext__errname(res->error));
+        hottext__detail(res, "mremap onto the text failed (%s) and left it unmapped; restoring it failed too",
+                        hottext__errname(err));
     }
     munmap(tmp, len);
     return -1;

@@ -61,6 +61,8 @@ build() {
     # For LD_PRELOAD: markers only in .symtab (not exported), and no markers.
     $CC $CFLAGS $SRC "$T/hot.o" "$T/cold.o" $HOTLD $P2M -o "$T/plain"
     $CC $CFLAGS $SRC "$T/hot.o" "$T/cold.o" -o "$T/plain_nomark"
+    # LD_PRELOAD fault injection: failing mremap and open (see the file).
+    $CC -O2 -Wall -Wextra -Werror -shared -fPIC tests/fault_shim.c -o "$T/fault_shim.so" -ldl
     set +e
 }
 (build) > "$T/build.log" 2>&1
@@ -265,6 +267,21 @@ if [ "$(field twice first status)" = OK ]; then ok "twice: first call OK"; else
     fail twice_first "first call: $(field twice first status)"; fi
 run twice_anon api_4k twice
 expect twice_anon ALREADY_DONE $FULL $FULL4K
+
+# A swap whose mremap unmaps the text and then fails (the kernel can, out of
+# memory late in the move) must not leave a hole: the program runs on (expect
+# checks its exit status, output and checksum), the text moved in by a second
+# try, or restored from the program file, or from the prepared copy's bytes
+# when the file cannot be reopened either.
+FAULT=LD_PRELOAD=$T/fault_shim.so
+run swap_fails_once api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_MREMAP=once
+expect swap_fails_once OK $FULL $FULL
+run swap_fails_no_file api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_MREMAP=always HOTTEXT_FAULT_OPEN=1
+expect swap_fails_no_file SYSCALL_FAILED 0 0
+has swap_fails_no_file "unmapped it; restored" "the text is restored without the program file"
+run swap_fails_file_path api self $FAULT HOTTEXT_FAULT_MREMAP=always
+expect swap_fails_file_path SYSCALL_FAILED 0 $FULL
+has swap_fails_file_path "unmapped it; restored" "the text is restored from the program file"
 
 # ---------------------------------------------------------------- zero code change
 run ctor_dynamic auto none

@@ -1,0 +1,77 @@
+/* Fault injection for the runtime's tests, loaded with LD_PRELOAD.
+ *
+ * HOTTEXT_FAULT_MREMAP=once|always: an mremap(MREMAP_FIXED) unmaps its
+ *     destination and then fails with ENOMEM, as the kernel can when it runs
+ *     out of memory late in the move (once: the first such call only).
+ * HOTTEXT_FAULT_OPEN=1: open() of /proc/self/exe, or of a test program under
+ *     a ".../run/" directory, fails with EACCES, so the program file cannot be
+ *     reopened to restore the text. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+    static void *(*real)(void *, size_t, size_t, int, ...);
+    static int fired;
+    if (!real)
+        real = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
+    void *dest = NULL;
+    if (flags & MREMAP_FIXED) {
+        va_list ap;
+        va_start(ap, flags);
+        dest = va_arg(ap, void *);
+        va_end(ap);
+    }
+    const char *mode = getenv("HOTTEXT_FAULT_MREMAP");
+    if (dest && mode && (strcmp(mode, "always") == 0 || (strcmp(mode, "once") == 0 && !fired))) {
+        fired = 1;
+        munmap(dest, new_len);
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return dest ? real(old, old_len, new_len, flags, dest) : real(old, old_len, new_len, flags);
+}
+
+static int refused(const char *path)
+{
+    return getenv("HOTTEXT_FAULT_OPEN") && (strcmp(path, "/proc/self/exe") == 0 || strstr(path, "/run/"));
+}
+
+static int forward(const char *name, const char *path, int flags, va_list ap)
+{
+    int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+    return real(path, flags, mode);
+}
+
+int open(const char *path, int flags, ...)
+{
+    if (refused(path)) {
+        errno = EACCES;
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, flags);
+    int fd = forward("open", path, flags, ap);
+    va_end(ap);
+    return fd;
+}
+
+int open64(const char *path, int flags, ...)
+{
+    if (refused(path)) {
+        errno = EACCES;
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, flags);
+    int fd = forward("open64", path, flags, ap);
+    va_end(ap);
+    return fd;
+}
