@@ -4,7 +4,7 @@
 //! line, sorted so that re-running the same profile gives a byte-identical file:
 //!
 //! ```text
-//! # hottext profile v2
+//! # hottext profile v3
 //! # build-id: 3f2a…
 //! fn    <name> <size-bytes> <self-samples>
 //! alias <name> <other-name-at-the-same-address>
@@ -17,8 +17,10 @@
 //! Numbers are decimal. Unknown `#` lines are kept as headers and otherwise ignored; any other
 //! malformed line is an error naming its number.
 //!
-//! Versions: v1 had no `site` lines; v2 added them. Readers read both (a v1 file is a profile
-//! without sites); writers write v2.
+//! Versions: v1 had no `site` lines; v2 added them; v3 escapes names: a byte that would break a
+//! line or a field (whitespace, control characters, and `%` itself) is written `%XX`, so that
+//! any symbol (Go's `hot fn(x)`, say) round-trips. Readers read all three (a v1 file is a profile
+//! without sites; v1 and v2 names are taken as written); writers write v3.
 
 mod read;
 #[cfg(test)]
@@ -40,11 +42,32 @@ pub type FuncId = u32;
 
 /// The first line of every profile this version writes; readers insist on a first line of this
 /// form so that a wrong file fails early.
-pub const MAGIC: &str = "# hottext profile v2";
+pub const MAGIC: &str = "# hottext profile v3";
 /// What the first line says before the version number.
 const MAGIC_PREFIX: &str = "# hottext profile v";
-/// The newest version this reader knows: 1 (no call sites) or 2.
-const VERSION: u32 = 2;
+/// The newest version this reader knows: 1 (no call sites), 2 (sites) or 3 (escaped names).
+const VERSION: u32 = 3;
+
+/// A name as the profile writes it (v3): `%XX` for each byte of whitespace, control characters
+/// and `%`; other names as they are.
+fn escaped(name: &str) -> std::borrow::Cow<'_, str> {
+    let needs = |c: char| c.is_whitespace() || c.is_control() || c == '%';
+    if !name.contains(needs) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        if needs(c) {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Func {
@@ -202,14 +225,14 @@ impl Graph {
         });
         for &id in &by_name {
             let f = &self.funcs[id as usize];
-            writeln!(out, "fn {} {} {}", f.name, f.size, f.samples)?;
+            writeln!(out, "fn {} {} {}", escaped(&f.name), f.size, f.samples)?;
         }
         for &id in &by_name {
             let f = &self.funcs[id as usize];
             let mut aliases: Vec<&String> = f.aliases.iter().collect();
             aliases.sort_unstable();
             for a in aliases {
-                writeln!(out, "alias {} {}", f.name, a)?;
+                writeln!(out, "alias {} {}", escaped(&f.name), escaped(a))?;
             }
         }
         // Rank by name so calls sort without comparing strings millions of times.
@@ -226,8 +249,8 @@ impl Graph {
         let mut sites = sites.iter().peekable();
         for c in &calls {
             let (a, b) = (
-                &self.funcs[c.caller as usize].name,
-                &self.funcs[c.callee as usize].name,
+                escaped(&self.funcs[c.caller as usize].name),
+                escaped(&self.funcs[c.callee as usize].name),
             );
             writeln!(out, "call {a} {b} {}", c.weight)?;
             // Sites of pairs sorted before this one have no call line: the reader would reject

@@ -1,5 +1,6 @@
 //! Reading the text format, line by line, so that memory is that of the graph itself.
 
+use std::borrow::Cow;
 use std::io::BufRead;
 
 use super::{Call, CallSite, Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
@@ -74,9 +75,10 @@ impl Reader {
         if kind != "site" {
             self.open_call = None;
         }
+        let version = self.version;
         match kind {
             "fn" => {
-                let name = next("a name")?;
+                let name = &*unescape(version, next("a name")?)?;
                 let size = number(next("a size")?, "size")?;
                 if size > MAX_FUNCTION_SIZE {
                     return Err(format!(
@@ -97,8 +99,8 @@ impl Reader {
                 self.ids.insert(&self.graph.funcs, id);
             }
             "alias" => {
-                let name = next("a function name")?;
-                let alias = next("an alias name")?;
+                let name = &*unescape(version, next("a function name")?)?;
+                let alias = &*unescape(version, next("an alias name")?)?;
                 no_more(fields)?;
                 let id = self.id(name)?;
                 self.graph.funcs[id as usize]
@@ -106,8 +108,8 @@ impl Reader {
                     .push(alias.to_string());
             }
             "call" => {
-                let caller = next("a caller")?;
-                let callee = next("a callee")?;
+                let caller = &*unescape(version, next("a caller")?)?;
+                let callee = &*unescape(version, next("a callee")?)?;
                 let weight = number(next("a weight")?, "weight")?;
                 no_more(fields)?;
                 let caller = match self.last_caller {
@@ -129,8 +131,8 @@ impl Reader {
                 });
             }
             "site" if self.version >= 2 => {
-                let caller = next("a caller")?;
-                let callee = next("a callee")?;
+                let caller = &*unescape(version, next("a caller")?)?;
+                let callee = &*unescape(version, next("a callee")?)?;
                 let offset = number(next("an offset")?, "offset")?;
                 let weight = number(next("a weight")?, "weight")?;
                 no_more(fields)?;
@@ -199,6 +201,36 @@ impl Reader {
             .get(&self.graph.funcs, name)
             .ok_or_else(|| format!("'{name}' is not declared by an earlier 'fn' line"))
     }
+}
+
+/// A name as the file has it: from v3 on, `%XX` stands for a byte that would break the line
+/// (whitespace, control characters, `%` itself; see `graph::escaped`). Earlier versions had no
+/// escapes: a `%` there is a `%`.
+fn unescape(version: u32, token: &str) -> Result<Cow<'_, str>, String> {
+    if version < 3 || !token.contains('%') {
+        return Ok(Cow::Borrowed(token));
+    }
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let byte = token
+                .get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| {
+                    format!("name '{token}' has a '%' not followed by two hex digits")
+                })?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map(Cow::Owned)
+        .map_err(|_| format!("name '{token}' does not decode to UTF-8"))
 }
 
 /// The version a profile's first line names.

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Every kind of line, in canonical order: the golden file of the format.
-const SAMPLE: &str = "# hottext profile v2\n# build-id: abcd\n# future-key: kept\n\
+const SAMPLE: &str = "# hottext profile v3\n# build-id: abcd\n# future-key: kept\n\
     fn A 100 0\nfn B 100 100\nfn C 10 5\nalias B B_alias\n\
     call A B 100\nsite A B 7 60\nsite A B 42 30\ncall A C 5\ncall C B 3\nsite C B 9 3\n";
 
@@ -87,7 +87,7 @@ fn builder_merges_repeated_calls() {
 }
 
 #[test]
-fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v2() {
+fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v3() {
     let v1 = "# hottext profile v1\nfn A 100 0\nfn B 100 100\ncall A B 100\n";
     let g = Graph::read(v1.as_bytes()).unwrap();
     assert_eq!(g.calls.len(), 1);
@@ -96,7 +96,7 @@ fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v2() {
     g.write(&mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        v1.replace("profile v1", "profile v2")
+        v1.replace("profile v1", "profile v3")
     );
 }
 
@@ -153,8 +153,8 @@ fn site_in_a_v1_file_and_a_newer_version_are_errors() {
         "{err}"
     );
     assert!(matches!(
-        Graph::read("# hottext profile v3\nfn A 9 1\n".as_bytes()),
-        Err(GraphError::NewerVersion(3))
+        Graph::read("# hottext profile v4\nfn A 9 1\n".as_bytes()),
+        Err(GraphError::NewerVersion(4))
     ));
     assert!(matches!(
         Graph::read("# hottext profile v0\nfn A 9 1\n".as_bytes()),
@@ -202,4 +202,44 @@ fn builder_keeps_the_heaviest_sites_that_fit_in_the_call() {
     b.add_site(a, c, 3, 4);
     let offsets: Vec<u64> = b.finish().sites.iter().map(|s| s.offset).collect();
     assert_eq!(offsets, [1, 3]);
+}
+
+#[test]
+fn names_with_spaces_and_percent_signs_round_trip_escaped_in_v3() {
+    // Go's generic symbols have spaces; a v2 writer wrote them as they were, and the next
+    // reader failed on the line.
+    let mut g = Graph::default();
+    let a = g.add_func(Func {
+        name: "main.hot fn(x)".into(),
+        size: 16,
+        samples: 5,
+        aliases: vec!["100%\tdone".into()],
+    });
+    let b = g.add_func(Func {
+        name: "plain".into(),
+        size: 8,
+        samples: 1,
+        aliases: vec![],
+    });
+    g.calls.push(Call {
+        caller: a,
+        callee: b,
+        weight: 3,
+    });
+    let mut out = Vec::new();
+    g.write(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("fn main.hot%20fn(x) 16 5\n"), "{text}");
+    assert!(
+        text.contains("alias main.hot%20fn(x) 100%25%09done\n"),
+        "{text}"
+    );
+    let back = Graph::read(text.as_bytes()).unwrap();
+    assert_eq!(back.funcs[0].name, "main.hot fn(x)");
+    assert_eq!(back.funcs[0].aliases, ["100%\tdone"]);
+    // In v2 a '%' is a '%'; in v3 a stray one is an error naming the line.
+    let v2 = Graph::read("# hottext profile v2\nfn a%20b 8 1\n".as_bytes()).unwrap();
+    assert_eq!(v2.funcs[0].name, "a%20b");
+    let err = Graph::read("# hottext profile v3\nfn a%2 8 1\n".as_bytes()).unwrap_err();
+    assert!(err.to_string().starts_with("line 2:"), "{err}");
 }

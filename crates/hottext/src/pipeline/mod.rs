@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::binary::{Binary, BinaryError};
-use crate::graph::{Graph, MAGIC};
+use crate::graph::{Graph, GraphError, MAGIC};
 use crate::profile::record::RecordError;
 use crate::profile::{self, ProfileError};
 use crate::store::meta::{self, Meta, MetaError};
@@ -70,6 +70,8 @@ pub enum PipelineError {
         what: String,
         source: std::io::Error,
     },
+    #[error("the profile this run wrote does not read back ({0}): it is not stored, so no build can fetch it; please report this as a hottext bug")]
+    Unreadable(GraphError),
 }
 
 /// Choices of one run that are not in the config.
@@ -225,6 +227,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
             what: "cannot write the profile".into(),
             source,
         })?;
+    // Every build after this one fetches what is stored: a profile the reader refuses (a v2
+    // writer once wrote names with spaces as they were) must never get there.
+    Graph::read(bytes.as_slice()).map_err(PipelineError::Unreadable)?;
 
     let store = Store::open(&config.store.url)?;
     let put = store.put(&bytes)?;

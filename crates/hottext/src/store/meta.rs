@@ -8,7 +8,7 @@
 //! object: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //! store: s3://profiles/server
 //! size: 48213
-//! format: hottext profile v2
+//! format: hottext profile v3
 //! samples: 59880
 //! window-start: 2025-03-03T03:17:00Z
 //! window-end: 2025-03-03T03:19:00Z
