@@ -8,8 +8,9 @@
  *
  * /tmp is shared: another user may have put a symlink or a file of their own
  * at that name first, to make a root service write where they choose. So the
- * file is opened without following symlinks, and one that is not a regular
- * file owned by this process's user is refused, not written. */
+ * file is opened without following symlinks and without blocking (a FIFO
+ * there would stop the program), and one that is not a regular file of this
+ * process's user with a single link is refused, not written. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -61,7 +62,7 @@ long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whyle
         return -1;
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
-    struct writer w = {.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644),
+    struct writer w = {.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644),
                        .bias = e.bias};
     if (w.fd < 0) {
         snprintf(why, whylen, "cannot open %s (a symlink there is refused)", path);
@@ -69,8 +70,8 @@ long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whyle
         return -1;
     }
     struct stat st;
-    if (fstat(w.fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-        snprintf(why, whylen, "refusing %s: not a regular file owned by uid %d", path, (int)geteuid());
+    if (fstat(w.fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        snprintf(why, whylen, "refusing %s: not a regular file of uid %d with one link", path, (int)geteuid());
         close(w.fd);
         hottext__elf_close(&e);
         return -1;

@@ -54,24 +54,40 @@ static void *map_aligned(size_t len, int prot)
     return p;
 }
 
+/* Whether nothing is mapped at a (its first or last page): mincore fails
+ * with ENOMEM on a hole. No file to open, so it still answers when the
+ * process is out of memory or descriptors, which is when a swap fails. */
+static int unmapped(uintptr_t a, size_t len)
+{
+    unsigned char v;
+    return (mincore((void *)a, 1, &v) < 0 && errno == ENOMEM) ||
+           (mincore((void *)(a + len - 4096), 1, &v) < 0 && errno == ENOMEM);
+}
+
 /* Put the text back at a after a failed swap left a hole there: tmp still
  * holds the same bytes (a copy of the text, or the program file mapped
- * again), so move it in once more (1: the swap is done after all), else map
- * the file back from fd (opened before the attempt), else copy tmp's bytes
- * into fresh memory at a and make it read+execute (0: the text is back as it
- * was). Only when all three fail (-1) is the text gone. */
+ * again), so move it in once more (1: the swap is done after all), else copy
+ * tmp's bytes into fresh memory at a and make it read+execute (these are the
+ * bytes the program ran, private changes such as relocated text included),
+ * else map the file back from fd, opened before the attempt (0: the text is
+ * back). Only when all three fail (-1) is the text gone. */
 static int restore(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_vma *vma)
 {
     if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a) == (void *)a)
         return 1;
+    void *p = mmap((void *)a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == (void *)a) {
+        memcpy(p, tmp, len);
+        if (mprotect(p, len, PROT_READ | PROT_EXEC) == 0)
+            return 0;
+        munmap(p, len);
+    } else if (p != MAP_FAILED) {
+        munmap(p, len); /* a kernel before 4.17 took NOREPLACE as a hint */
+    }
     if (fd >= 0 && mmap((void *)a, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd,
                         (off_t)(vma->offset + (a - vma->start))) != MAP_FAILED)
         return 0;
-    void *p = mmap((void *)a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p != (void *)a)
-        return -1;
-    memcpy(p, tmp, len);
-    return mprotect(p, len, PROT_READ | PROT_EXEC);
+    return -1;
 }
 
 /* Swap the prepared copy at tmp onto a. mremap(MREMAP_FIXED) unmaps the
@@ -83,8 +99,7 @@ static int swap_in(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_v
     if (p == (void *)a)
         return 0;
     int err = errno;
-    struct hx_vma now;
-    int restored = hottext__vma_find(a, &now) == 0 ? 2 : restore(tmp, a, len, fd, vma);
+    int restored = unmapped(a, len) ? restore(tmp, a, len, fd, vma) : 2;
     if (restored == 1)
         return 0; /* the second move put the prepared copy in place: swapped */
     res->error = err;
@@ -92,7 +107,7 @@ static int swap_in(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_v
     if (restored == 2) {
         hottext__detail(res, "mremap onto the text failed (%s); text unchanged", hottext__errname(err));
     } else if (restored == 0) {
-        hottext__detail(res, "mremap onto the text failed (%s) and unmapped it; restored from the program file or the prepared copy's bytes",
+        hottext__detail(res, "mremap onto the text failed (%s) and unmapped it; restored from the prepared copy's bytes or the program file",
                         hottext__errname(err));
     } else {
         hottext__detail(res, "mremap onto the text failed (%s) and left it unmapped; restoring it failed too",

@@ -194,6 +194,17 @@ else
     fail perfmap_symlink "exit $rc, target now: $(head -c 80 "$victim"), stderr: $(grep -m2 'perf map\|hottext' "$T/perfmap_symlink.err" | tr '\n' '|')"
 fi
 [ -n "$spid" ] && rm -f "/tmp/perf-$spid.map"
+# perfmap_fifo: a FIFO planted there must not stop the program (open would block).
+timeout 60 env HOTTEXT_PERF_MAP=1 HOTTEXT_VERBOSE=1 sh -c 'mkfifo "/tmp/perf-$$.map" && exec "$0" self' \
+    "$T/api_4k" > "$T/perfmap_fifo.out" 2> "$T/perfmap_fifo.err"
+rc=$?
+spid=$(sed -n 's/^result .*\bpid=\([0-9]*\).*/\1/p' "$T/perfmap_fifo.err" | head -1)
+if [ "$rc" = 0 ] && grep -q "no perf map: cannot open /tmp/perf-" "$T/perfmap_fifo.err"; then
+    ok "perfmap_fifo: the program runs on past a FIFO and says why it wrote no map"
+else
+    fail perfmap_fifo "exit $rc (124: it hung), stderr: $(grep -m2 'perf map\|hottext' "$T/perfmap_fifo.err" | tr '\n' '|')"
+fi
+[ -n "$spid" ] && rm -f "/tmp/perf-$spid.map"
 # perfmap_foreign: a file another user created there first is not appended to.
 env HOTTEXT_PERF_MAP=1 HOTTEXT_VERBOSE=1 sh -c 'f=/tmp/perf-$$.map; : > "$f" && chown nobody "$f" && exec "$0" self' \
     "$T/api_4k" > "$T/perfmap_foreign.out" 2> "$T/perfmap_foreign.err"
@@ -271,8 +282,7 @@ expect twice_anon ALREADY_DONE $FULL $FULL4K
 # A swap whose mremap unmaps the text and then fails (the kernel can, out of
 # memory late in the move) must not leave a hole: the program runs on (expect
 # checks its exit status, output and checksum), the text moved in by a second
-# try, or restored from the program file, or from the prepared copy's bytes
-# when the file cannot be reopened either.
+# try, or restored from the prepared copy's bytes, or from the program file.
 FAULT=LD_PRELOAD=$T/fault_shim.so
 run swap_fails_once api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_MREMAP=once
 expect swap_fails_once OK $FULL $FULL
@@ -281,7 +291,7 @@ expect swap_fails_no_file SYSCALL_FAILED 0 0
 has swap_fails_no_file "unmapped it; restored" "the text is restored without the program file"
 run swap_fails_file_path api self $FAULT HOTTEXT_FAULT_MREMAP=always
 expect swap_fails_file_path SYSCALL_FAILED 0 $FULL
-has swap_fails_file_path "unmapped it; restored" "the text is restored from the program file"
+has swap_fails_file_path "unmapped it; restored" "the text is restored on the file path too"
 
 # ---------------------------------------------------------------- zero code change
 run ctor_dynamic auto none
