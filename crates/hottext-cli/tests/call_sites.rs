@@ -114,7 +114,7 @@ fn profile_has_the_offsets_of_the_calls_in_the_caller() {
         }
     });
     let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
-    assert!(profile.starts_with("# hottext profile v3\n"), "{profile}");
+    assert!(profile.starts_with("# hottext profile v2\n"), "{profile}");
 
     // The offsets are exact (the last byte of each call): no other site for the pair.
     let found = sites(&profile, "caller", "callee");

@@ -20,7 +20,9 @@
 //! Versions: v1 had no `site` lines; v2 added them; v3 escapes names: a byte that would break a
 //! line or a field (whitespace, control characters, and `%` itself) is written `%XX`, so that
 //! any symbol (Go's `hot fn(x)`, say) round-trips. Readers read all three (a v1 file is a profile
-//! without sites; v1 and v2 names are taken as written); writers write v3.
+//! without sites; v1 and v2 names are taken as written). Writers write v2 when no name needs an
+//! escape, so that builds still running an older hottext read the profiles of a newer pipeline,
+//! and v3 otherwise.
 
 mod read;
 #[cfg(test)]
@@ -40,17 +42,28 @@ pub type NameMap<V> = foldhash::HashMap<String, V>;
 /// Index of a function in [`Graph::funcs`].
 pub type FuncId = u32;
 
-/// The first line of every profile this version writes; readers insist on a first line of this
+/// The first line of a profile whose names need escapes; readers insist on a first line of this
 /// form so that a wrong file fails early.
 pub const MAGIC: &str = "# hottext profile v3";
+/// The first line of a profile without escapes, which hottext before v3 reads too.
+const MAGIC_V2: &str = "# hottext profile v2";
+
+/// The format a written profile declares: its first line without `# ` (`hottext profile v2`),
+/// what a meta file records.
+pub fn declared_format(bytes: &[u8]) -> String {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    String::from_utf8_lossy(first)
+        .trim_start_matches("# ")
+        .to_string()
+}
 /// What the first line says before the version number.
 const MAGIC_PREFIX: &str = "# hottext profile v";
 /// The newest version this reader knows: 1 (no call sites), 2 (sites) or 3 (escaped names).
 const VERSION: u32 = 3;
 
 /// A name as the profile writes it (v3): `%XX` for each byte of whitespace, control characters
-/// and `%`; other names as they are.
-fn escaped(name: &str) -> std::borrow::Cow<'_, str> {
+/// and `%`; other names as they are. Also used for the names in `# fn-hash` headers.
+pub(crate) fn escaped(name: &str) -> std::borrow::Cow<'_, str> {
     let needs = |c: char| c.is_whitespace() || c.is_control() || c == '%';
     if !name.contains(needs) {
         return std::borrow::Cow::Borrowed(name);
@@ -67,6 +80,34 @@ fn escaped(name: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The name [`escaped`] wrote; an error for a `%` not followed by two hex digits.
+pub(crate) fn unescaped(token: &str) -> Result<std::borrow::Cow<'_, str>, String> {
+    if !token.contains('%') {
+        return Ok(std::borrow::Cow::Borrowed(token));
+    }
+    let bytes = token.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let byte = token
+                .get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| {
+                    format!("name '{token}' has a '%' not followed by two hex digits")
+                })?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|_| format!("name '{token}' does not decode to UTF-8"))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,7 +254,12 @@ impl Graph {
     /// Writes the canonical text: functions sorted by name, calls by (caller, callee) name,
     /// each call's sites after it by offset.
     pub fn write(&self, mut out: impl Write) -> io::Result<()> {
-        writeln!(out, "{MAGIC}")?;
+        let plain = |n: &str| matches!(escaped(n), std::borrow::Cow::Borrowed(_));
+        let needs_escapes = self
+            .funcs
+            .iter()
+            .any(|f| !plain(&f.name) || f.aliases.iter().any(|a| !plain(a)));
+        writeln!(out, "{}", if needs_escapes { MAGIC } else { MAGIC_V2 })?;
         for (k, v) in &self.headers {
             writeln!(out, "# {k}: {v}")?;
         }

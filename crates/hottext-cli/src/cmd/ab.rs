@@ -163,10 +163,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
     if args.simulate {
-        let offsets = match args.offsets.is_empty() {
-            true => vec![0],
-            false => args.offsets.clone(),
-        };
+        let mut offsets = Vec::new();
+        for &offset in &args.offsets {
+            if !offsets.contains(&offset) {
+                offsets.push(offset); // each offset once: runs share a directory per offset
+            }
+        }
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
         let sim = SimConfig {
             a: config.a,
             b: config.b,

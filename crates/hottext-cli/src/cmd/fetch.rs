@@ -140,7 +140,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // (an assembler symbol with odd characters) stays where it is rather than failing
             // the build.
             if !unsafe_names.is_empty() {
-                let names: Vec<&str> = unsafe_names.iter().map(|e| e.name).collect();
+                // Quoted and escaped: a name from a store must not drive the build log's terminal.
+                let quoted: Vec<String> = unsafe_names
+                    .iter()
+                    .map(|e| format!("{:?}", e.name))
+                    .collect();
+                let names: Vec<&str> = quoted.iter().map(String::as_str).collect();
                 output::warn(format!(
                     "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
                     names.len(),

@@ -340,9 +340,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// without --binary), for lld to order by itself.
 fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<()> {
     let keep = |f: FuncId| at.is_none_or(|at| at[f as usize].is_some());
-    write_output(args.output.as_deref(), |out| {
-        write_call_graph_profile(graph, keep, out)
-    })
+    // Written in memory first: a refused name must not leave a truncated file lld would take.
+    let mut text = Vec::new();
+    write_call_graph_profile(graph, keep, &mut text)?;
+    write_output(args.output.as_deref(), |out| out.write_all(&text))
 }
 
 /// Runs `write` on the file `path` (created), or on stdout without one.

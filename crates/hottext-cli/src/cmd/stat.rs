@@ -93,12 +93,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let interrupted = cancel::on_interrupt();
     if args.simulate {
         // The simulator runs a shell line; the words are quoted back into one.
-        let words: Vec<String> = args
+        let words: Vec<&str> = args
             .command
             .iter()
-            .map(|w| w.to_string_lossy().into_owned())
-            .collect();
-        let command = shlex::try_join(words.iter().map(String::as_str))
+            .map(|w| w.to_str())
+            .collect::<Option<_>>()
+            .context("--simulate runs a shell line: a word of the command is not UTF-8")?;
+        let command = shlex::try_join(words.iter().copied())
             .context("a word of the command holds a NUL byte")?;
         return super::simulate::run_stat(
             &command,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context};
-use hottext::graph::{Graph, MAGIC};
+use hottext::graph::Graph;
 use hottext::store::meta::Meta;
 use hottext::store::{ObjectHash, Store};
 
@@ -183,7 +183,7 @@ fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
                 .display()
                 .to_string()
         };
-        let meta = meta_for(profile, &put, &url);
+        let meta = meta_for(profile, &put, &url, hottext::graph::declared_format(&bytes));
         meta.write_atomic(path)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -207,7 +207,7 @@ fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A meta file for a profile stored by hand: its facts from the profile's headers.
-fn meta_for(profile: &Graph, put: &hottext::store::Put, store: &str) -> Meta {
+fn meta_for(profile: &Graph, put: &hottext::store::Put, store: &str, format: String) -> Meta {
     let when = |key| {
         profile
             .header(key)
@@ -218,7 +218,7 @@ fn meta_for(profile: &Graph, put: &hottext::store::Put, store: &str) -> Meta {
         object: put.hash,
         store: hottext::store::location(store).to_string(),
         size: put.size,
-        format: MAGIC.trim_start_matches("# ").to_string(),
+        format,
         samples: profile
             .header("samples")
             .and_then(|s| s.parse().ok())

@@ -85,7 +85,7 @@ impl Reader {
                         "size {size} of '{name}' is over {MAX_FUNCTION_SIZE} bytes: no function is that large (x86-64 and AArch64 code reaches at most 4 GiB); the profile is damaged or crafted"
                     ));
                 }
-                let samples = number(next("a sample count")?, "sample count")?;
+                let samples = count(next("a sample count")?, "sample count")?;
                 no_more(fields)?;
                 if self.ids.get(&self.graph.funcs, name).is_some() {
                     return Err(format!("function '{name}' is declared twice"));
@@ -110,7 +110,7 @@ impl Reader {
             "call" => {
                 let caller = &*unescape(version, next("a caller")?)?;
                 let callee = &*unescape(version, next("a callee")?)?;
-                let weight = number(next("a weight")?, "weight")?;
+                let weight = count(next("a weight")?, "weight")?;
                 no_more(fields)?;
                 let caller = match self.last_caller {
                     Some(id) if self.graph.funcs[id as usize].name == caller => id,
@@ -134,7 +134,7 @@ impl Reader {
                 let caller = &*unescape(version, next("a caller")?)?;
                 let callee = &*unescape(version, next("a callee")?)?;
                 let offset = number(next("an offset")?, "offset")?;
-                let weight = number(next("a weight")?, "weight")?;
+                let weight = count(next("a weight")?, "weight")?;
                 no_more(fields)?;
                 let site = self.site(caller, callee, offset, weight)?;
                 self.graph.sites.push(site);
@@ -204,33 +204,12 @@ impl Reader {
 }
 
 /// A name as the file has it: from v3 on, `%XX` stands for a byte that would break the line
-/// (whitespace, control characters, `%` itself; see `graph::escaped`). Earlier versions had no
-/// escapes: a `%` there is a `%`.
+/// (see `graph::escaped`). Earlier versions had no escapes: a `%` there is a `%`.
 fn unescape(version: u32, token: &str) -> Result<Cow<'_, str>, String> {
-    if version < 3 || !token.contains('%') {
+    if version < 3 {
         return Ok(Cow::Borrowed(token));
     }
-    let bytes = token.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let byte = token
-                .get(i + 1..i + 3)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or_else(|| {
-                    format!("name '{token}' has a '%' not followed by two hex digits")
-                })?;
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out)
-        .map(Cow::Owned)
-        .map_err(|_| format!("name '{token}' does not decode to UTF-8"))
+    super::unescaped(token)
 }
 
 /// The version a profile's first line names.
@@ -251,6 +230,20 @@ fn no_more<'a>(mut fields: impl Iterator<Item = &'a str>) -> Result<(), String> 
         Some(extra) => Err(format!("unexpected field '{extra}' at the end")),
         None => Ok(()),
     }
+}
+
+/// The largest sample count or weight a profile may state: 2^48 samples are nine years of one
+/// CPU at 1 MHz, and with it sums over millions of records stay far from overflowing.
+pub const MAX_COUNT: u64 = 1 << 48;
+
+fn count(field: &str, what: &str) -> Result<u64, String> {
+    let n = number(field, what)?;
+    if n > MAX_COUNT {
+        return Err(format!(
+            "{what} {n} is over {MAX_COUNT}: no recording counts that many; the profile is damaged or crafted"
+        ));
+    }
+    Ok(n)
 }
 
 /// The largest function size a profile may state. Code addresses itself within ±2 GiB

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Every kind of line, in canonical order: the golden file of the format.
-const SAMPLE: &str = "# hottext profile v3\n# build-id: abcd\n# future-key: kept\n\
+const SAMPLE: &str = "# hottext profile v2\n# build-id: abcd\n# future-key: kept\n\
     fn A 100 0\nfn B 100 100\nfn C 10 5\nalias B B_alias\n\
     call A B 100\nsite A B 7 60\nsite A B 42 30\ncall A C 5\ncall C B 3\nsite C B 9 3\n";
 
@@ -87,7 +87,7 @@ fn builder_merges_repeated_calls() {
 }
 
 #[test]
-fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v3() {
+fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v2() {
     let v1 = "# hottext profile v1\nfn A 100 0\nfn B 100 100\ncall A B 100\n";
     let g = Graph::read(v1.as_bytes()).unwrap();
     assert_eq!(g.calls.len(), 1);
@@ -96,7 +96,7 @@ fn v1_file_reads_as_a_profile_without_sites_and_is_written_as_v3() {
     g.write(&mut out).unwrap();
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        v1.replace("profile v1", "profile v3")
+        v1.replace("profile v1", "profile v2")
     );
 }
 
@@ -229,6 +229,7 @@ fn names_with_spaces_and_percent_signs_round_trip_escaped_in_v3() {
     let mut out = Vec::new();
     g.write(&mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
+    assert!(text.starts_with("# hottext profile v3\n"), "{text}");
     assert!(text.contains("fn main.hot%20fn(x) 16 5\n"), "{text}");
     assert!(
         text.contains("alias main.hot%20fn(x) 100%25%09done\n"),

@@ -41,43 +41,47 @@ pub struct Choice {
 /// Orders `graph` with each of [`CANDIDATES`], placed back to back as the linker would, and
 /// keeps the best by the score. `progress` hears each algorithm's name before it runs.
 pub fn choose(graph: &Graph, params: &Params, progress: &mut dyn FnMut(&str)) -> Choice {
-    let mut best: Option<(usize, Vec<FuncId>)> = None;
+    let mut orders = Vec::with_capacity(CANDIDATES.len());
     let mut candidates: Vec<Candidate> = Vec::with_capacity(CANDIDATES.len());
     for algorithm in CANDIDATES {
         progress(algorithm.name());
         let ordered = order(graph, algorithm, params);
         let metrics = measure(graph, &place_in_order(graph, &ordered, COMPILED_ALIGNMENT));
-        let candidate = Candidate {
+        candidates.push(Candidate {
             algorithm: algorithm.name(),
             score: 1.0 - metrics.calls_within_4k,
             metrics,
             chosen: false,
-        };
-        let better = match &best {
-            None => true,
-            Some((b, _)) => beats(&candidate, &candidates[*b]),
-        };
-        if better {
-            best = Some((candidates.len(), ordered));
-        }
-        candidates.push(candidate);
+        });
+        orders.push(ordered);
     }
-    let (index, order) = best.expect("CANDIDATES is not empty");
+    let index = best(&candidates);
     candidates[index].chosen = true;
     Choice {
         algorithm: CANDIDATES[index],
-        order,
+        order: orders.swap_remove(index),
         candidates,
     }
 }
 
-/// Whether `new` is better than `old`, which comes earlier in [`CANDIDATES`].
-fn beats(new: &Candidate, old: &Candidate) -> bool {
-    let scale = old.score.abs().max(new.score.abs()).max(f64::MIN_POSITIVE);
-    if (new.score - old.score).abs() / scale > TIE {
-        return new.score < old.score;
+/// The lowest score; among the candidates within [`TIE`] of it, the smallest i-cache overflow
+/// (by more than [`TIE`]), then the earliest.
+fn best(candidates: &[Candidate]) -> usize {
+    let lowest = candidates
+        .iter()
+        .map(|c| c.score)
+        .fold(f64::INFINITY, f64::min);
+    let tied: Vec<usize> = (0..candidates.len())
+        .filter(|&i| candidates[i].score <= lowest + TIE * lowest.abs().max(f64::MIN_POSITIVE))
+        .collect();
+    let mut pick = tied[0];
+    for &i in &tied[1..] {
+        let (new, old) = (&candidates[i].metrics, &candidates[pick].metrics);
+        if new.icache_overflow < old.icache_overflow * (1.0 - TIE) {
+            pick = i;
+        }
     }
-    new.metrics.icache_overflow < old.metrics.icache_overflow * (1.0 - TIE)
+    pick
 }
 
 #[cfg(test)]
@@ -150,9 +154,18 @@ mod tests {
             metrics: metrics(overflow),
             chosen: false,
         };
-        assert!(beats(&candidate(0.30, 0.5), &candidate(0.40, 0.1)));
-        assert!(!beats(&candidate(0.401, 0.5), &candidate(0.40, 0.1)));
-        assert!(beats(&candidate(0.401, 0.1), &candidate(0.40, 0.5)));
-        assert!(!beats(&candidate(0.40, 0.3), &candidate(0.40, 0.3)));
+        // Clearly lower wins whatever its overflow.
+        assert_eq!(best(&[candidate(0.40, 0.1), candidate(0.30, 0.5)]), 1);
+        // Within 1 % of the lowest: the smaller overflow, else the earlier candidate.
+        assert_eq!(best(&[candidate(0.401, 0.5), candidate(0.40, 0.1)]), 1);
+        assert_eq!(best(&[candidate(0.401, 0.1), candidate(0.40, 0.5)]), 0);
+        assert_eq!(best(&[candidate(0.40, 0.3), candidate(0.40, 0.3)]), 0);
+        // The tie is with the lowest score, not with whichever was best so far.
+        let three = [
+            candidate(0.400, 0.05),
+            candidate(0.396, 0.9),
+            candidate(0.3925, 0.9),
+        ];
+        assert_eq!(best(&three), 1);
     }
 }

@@ -90,7 +90,7 @@ impl Entry<'_> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmitError {
-    #[error("{what} '{name}' cannot be written safely in a linker input: it holds {bad:?} (linker inputs take symbols of letters, digits, '_', '.' and '$'; a profile from a store or another host is not trusted)")]
+    #[error("{what} {name:?} cannot be written safely in a linker input: it holds {bad:?} (linker inputs take symbols of letters, digits, '_', '.' and '$'; a profile from a store or another host is not trusted)")]
     UnsafeName {
         /// `function` or `alias`.
         what: &'static str,

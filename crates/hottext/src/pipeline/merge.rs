@@ -117,7 +117,7 @@ mod tests {
         // Sites sum per offset and round down: 3 × 0.5 → 1 each, within b → c's 4.
         assert_eq!(
             text(&m),
-            "# hottext profile v3\nfn a 16 60\nfn b 32 40\nfn c 8 4\n\
+            "# hottext profile v2\nfn a 16 60\nfn b 32 40\nfn c 8 4\n\
              call a b 40\nsite a b 4 25\nsite a b 9 5\ncall b c 4\nsite b c 1 1\nsite b c 2 1\n"
         );
     }
@@ -130,7 +130,7 @@ mod tests {
         // 1 × 0.4 rounds to 0: `gone` fades out.
         assert_eq!(
             text(&merge(&new, &old, 0.4)),
-            "# hottext profile v3\nfn a 16 12\n"
+            "# hottext profile v2\nfn a 16 12\n"
         );
     }
 }

@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::binary::{Binary, BinaryError};
-use crate::graph::{Graph, GraphError, MAGIC};
+use crate::graph::{Graph, GraphError};
 use crate::profile::record::RecordError;
 use crate::profile::{self, ProfileError};
 use crate::store::meta::{self, Meta, MetaError};
@@ -237,7 +237,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
         object: put.hash,
         store: crate::store::location(&config.store.url).to_string(),
         size: put.size,
-        format: MAGIC.trim_start_matches("# ").to_string(),
+        format: crate::graph::declared_format(&bytes),
         samples: stats.samples_in_binary,
         window_start: rec.start,
         window_end: rec.end,

@@ -117,7 +117,10 @@ pub fn add_fingerprints(graph: &mut Graph, prints: &HashMap<String, Fingerprint>
         .iter()
         .filter_map(|f| {
             let p = prints.get(&f.name)?;
-            Some((FN_HASH.to_string(), format!("{} {:016x}", f.name, p.hash)))
+            Some((
+                FN_HASH.to_string(),
+                format!("{} {:016x}", crate::graph::escaped(&f.name), p.hash),
+            ))
         })
         .collect();
     lines.sort();
@@ -173,11 +176,17 @@ pub fn rematch(
                 .or_insert(Some(i));
         }
     }
-    let profile_prints: HashMap<&str, &str> = profile
+    // `<name> <hex>`: the name escaped as in `fn` lines (older profiles wrote it raw, which the
+    // last space still separates from the hex).
+    let profile_prints: HashMap<String, &str> = profile
         .headers
         .iter()
         .filter(|(k, _)| k == FN_HASH)
-        .filter_map(|(_, v)| v.split_once(' '))
+        .filter_map(|(_, v)| v.rsplit_once(' '))
+        .map(|(name, hex)| {
+            let name = crate::graph::unescaped(name).map_or(name.into(), |n| n.into_owned());
+            (name, hex)
+        })
         .collect();
     // A profile fingerprint shared by two of its functions is ambiguous too.
     let mut print_uses: HashMap<Fingerprint, u32> = HashMap::new();
@@ -356,6 +365,31 @@ mod tests {
         assert_eq!(g.funcs[0].size, 12, "sizes come from the binary");
         assert_eq!(g.calls.len(), 1);
         assert_eq!(g.calls[0].weight, 60);
+    }
+
+    #[test]
+    fn fingerprints_of_names_with_spaces_survive_writing_and_reading() {
+        // A Go-style name: its `# fn-hash` header once split at the name's own space.
+        let mut g = Graph::read("# hottext profile v3\nfn old%20fn(x) 32 60\n".as_bytes()).unwrap();
+        let print = Fingerprint {
+            size: 32,
+            hash: 0xaa,
+        };
+        add_fingerprints(&mut g, &[("old fn(x)".to_string(), print)].into());
+        let mut text = Vec::new();
+        g.write(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("# fn-hash: old%20fn(x) 00000000000000aa\n"),
+            "{text}"
+        );
+        let profile = Graph::read(text.as_bytes()).unwrap();
+        let bin = binary(&[("new_name", 32)]);
+        let (_, m) = rematch(&profile, &bin, &[("new_name".to_string(), print)].into());
+        assert_eq!(
+            m.renamed,
+            [("old fn(x)".to_string(), "new_name".to_string())]
+        );
     }
 
     #[test]

@@ -75,7 +75,12 @@ trait Backend {
 /// `allow_http`, region). Meta files record only this, since the options decide where the
 /// user's credentials are sent and belong to the user's configuration or command line.
 pub fn location(url: &str) -> &str {
-    url.split('?').next().unwrap_or(url)
+    let base = url.split('?').next().unwrap_or(url);
+    // `s3://b/p/` and `s3://b/p` are one store.
+    match base.trim_end_matches('/') {
+        "" => base,
+        trimmed => trimmed,
+    }
 }
 
 /// An opened store.
