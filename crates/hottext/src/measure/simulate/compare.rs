@@ -25,6 +25,10 @@ use crate::measure::MeasureError;
 /// server's background work (timers, housekeeping) differs slightly from run to run.
 pub const SIMULATION_TOLERANCE: f64 = 0.01;
 
+/// Miss rates below this many per million instructions on both sides are noise (a server's
+/// background work, a baseline that happened to miss more than its run): no verdict.
+pub const NEGLIGIBLE_PER_MILLION: f64 = 1.0;
+
 /// The placeholder the commands use for the offset.
 pub const OFFSET_PLACEHOLDER: &str = "{offset}";
 
@@ -169,29 +173,35 @@ fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimR
             .collect()
     };
     let mut rows = Vec::new();
-    let mut add = |key: String, label: String, unit, figure: &dyn Fn(&Simulated) -> f64| {
-        let (a, b) = (values(Side::A, figure), values(Side::B, figure));
-        let ratios: Option<Vec<f64>> = a
-            .iter()
-            .zip(&b)
-            .map(|(a, b)| match (*a, *b) {
-                (0.0, 0.0) => Some(1.0),
-                (a, b) => (a > 0.0).then(|| b / a),
-            })
-            .collect();
-        let ratio = ratios.as_deref().and_then(Spread::of);
-        if let (Some(a), Some(b)) = (Spread::of(&a), Spread::of(&b)) {
-            rows.push(SimRow {
-                key,
-                label,
-                unit,
-                a,
-                b,
-                ratio,
-                verdict: verdict(ratio),
-            });
-        }
-    };
+    let mut add =
+        |key: String, label: String, unit: &'static str, figure: &dyn Fn(&Simulated) -> f64| {
+            let (a, b) = (values(Side::A, figure), values(Side::B, figure));
+            let ratios: Option<Vec<f64>> = a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| match (*a, *b) {
+                    (0.0, 0.0) => Some(1.0),
+                    (a, b) => (a > 0.0).then(|| b / a),
+                })
+                .collect();
+            let ratio = ratios.as_deref().and_then(Spread::of);
+            if let (Some(a), Some(b)) = (Spread::of(&a), Spread::of(&b)) {
+                let negligible = !unit.is_empty() && a.max.max(b.max) < NEGLIGIBLE_PER_MILLION;
+                rows.push(SimRow {
+                    key,
+                    label,
+                    unit,
+                    a,
+                    b,
+                    ratio,
+                    verdict: if negligible {
+                        Verdict::NoSignificantDifference
+                    } else {
+                        verdict(ratio)
+                    },
+                });
+            }
+        };
     // Every model's run counts the instructions; the i-cache run's (the last) stands for them.
     let last = models.len().saturating_sub(1);
     add(
@@ -257,6 +267,44 @@ mod tests {
             Verdict::NoSignificantDifference
         );
         assert_eq!(verdict(None), Verdict::Undetermined);
+    }
+
+    #[test]
+    fn rates_near_zero_on_both_sides_get_no_verdict() {
+        let side = |side, misses| SimRecord {
+            offset: 0,
+            side,
+            simulated: Simulated {
+                models: vec![super::super::ModelCounts {
+                    key: "itlb-l2",
+                    instructions: 10_000_000,
+                    misses,
+                    processes: 1,
+                }],
+                startup_cancelled: true,
+            },
+        };
+        let config = SimConfig {
+            a: "a".into(),
+            b: "b".into(),
+            baseline_a: None,
+            baseline_b: None,
+            service: None,
+            baseline_load: None,
+            offsets: vec![0],
+        };
+        let models = &super::super::models::probe()[1..2];
+        // 5 misses in 10 M instructions (0.5 per M) against none: noise, not a better layout.
+        let r = report(&config, models, vec![side(Side::A, 5), side(Side::B, 0)]);
+        assert_eq!(
+            r.rows[1].verdict,
+            Verdict::NoSignificantDifference,
+            "{:?}",
+            r.rows[1]
+        );
+        // 50 per M against none is a verdict.
+        let r = report(&config, models, vec![side(Side::A, 500), side(Side::B, 0)]);
+        assert_eq!(r.rows[1].verdict, Verdict::BBetter);
     }
 
     #[test]

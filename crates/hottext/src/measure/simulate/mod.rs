@@ -166,6 +166,8 @@ pub(crate) fn simulate_in(
         out.push(ModelCounts {
             key: model.key,
             instructions: full.instructions - base.instructions,
+            // A baseline can miss more than its run where both are near zero (the L2 iTLB):
+            // that is 0, and compare gives no verdict on such rates.
             misses: full.misses.saturating_sub(base.misses),
             processes: full.processes,
         });
