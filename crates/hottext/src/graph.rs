@@ -24,6 +24,7 @@
 //! escape, so that builds still running an older hottext read the profiles of a newer pipeline,
 //! and v3 otherwise.
 
+mod escape;
 mod read;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,9 @@ use std::hash::BuildHasher;
 use std::io::{self, BufRead, Write};
 
 use rustc_hash::FxHashMap;
+
+pub use escape::declared_format;
+pub(crate) use escape::{escaped, unescaped};
 
 /// Maps keyed by symbol names. FxHash clusters on names that differ only in their last bytes
 /// (`fn_0001234`), which made look-ups half of `order`'s time on a 1 M-function profile.
@@ -48,67 +52,10 @@ pub const MAGIC: &str = "# hottext profile v3";
 /// The first line of a profile without escapes, which hottext before v3 reads too.
 const MAGIC_V2: &str = "# hottext profile v2";
 
-/// The format a written profile declares: its first line without `# ` (`hottext profile v2`),
-/// what a meta file records.
-pub fn declared_format(bytes: &[u8]) -> String {
-    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    String::from_utf8_lossy(first)
-        .trim_start_matches("# ")
-        .to_string()
-}
 /// What the first line says before the version number.
 const MAGIC_PREFIX: &str = "# hottext profile v";
 /// The newest version this reader knows: 1 (no call sites), 2 (sites) or 3 (escaped names).
 const VERSION: u32 = 3;
-
-/// A name as the profile writes it (v3): `%XX` for each byte of whitespace, control characters
-/// and `%`; other names as they are. Also used for the names in `# fn-hash` headers.
-pub(crate) fn escaped(name: &str) -> std::borrow::Cow<'_, str> {
-    let needs = |c: char| c.is_whitespace() || c.is_control() || c == '%';
-    if !name.contains(needs) {
-        return std::borrow::Cow::Borrowed(name);
-    }
-    let mut out = String::with_capacity(name.len() + 8);
-    for c in name.chars() {
-        if needs(c) {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
-/// The name [`escaped`] wrote; an error for a `%` not followed by two hex digits.
-pub(crate) fn unescaped(token: &str) -> Result<std::borrow::Cow<'_, str>, String> {
-    if !token.contains('%') {
-        return Ok(std::borrow::Cow::Borrowed(token));
-    }
-    let bytes = token.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let byte = token
-                .get(i + 1..i + 3)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or_else(|| {
-                    format!("name '{token}' has a '%' not followed by two hex digits")
-                })?;
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out)
-        .map(std::borrow::Cow::Owned)
-        .map_err(|_| format!("name '{token}' does not decode to UTF-8"))
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Func {
