@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-use common::{hottext, run, stderr, stdout, write};
+use common::{hottext, program_and_profile, run, stderr, stdout};
 
 /// The subcommands a help text lists under "Commands:", without clap's own `help`.
 fn subcommands(help: &str) -> Vec<String> {
@@ -146,12 +146,8 @@ const PROFILE: &str = "# hottext profile v1\nfn main 60 10\nfn hot_mid 20 50\n\
 
 /// A program built plain (`base`) and with its hot range (`hot`), and its profile.
 fn setup() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = program_and_profile(PROGRAM, PROFILE);
     let d = dir.path();
-    write(d, "p.c", PROGRAM);
-    write(d, "p.profile", PROFILE);
-    run("gcc", &["-O2", "-ffunction-sections", "-c", "p.c"], d);
-    run("gcc", &["p.o", "-o", "base"], d);
     let order = hottext(
         &[
             "order",

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{hottext, run, stderr, write};
+use common::{hottext, program_and_profile, run, stderr, write};
 
 const PROGRAM: &str = r#"
 #include <stdio.h>
@@ -19,16 +19,7 @@ int main(void) {
 "#;
 
 fn setup(profile: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "p.c", PROGRAM);
-    write(dir.path(), "p.profile", profile);
-    run(
-        "gcc",
-        &["-O2", "-ffunction-sections", "-c", "p.c", "-o", "p.o"],
-        dir.path(),
-    );
-    run("gcc", &["p.o", "-o", "base"], dir.path());
-    dir
+    program_and_profile(PROGRAM, profile)
 }
 
 const HEAD: &str = "# hottext profile v1\nfn main 64 10\nfn hot1 16 50\nfn hot2 16 40\n";

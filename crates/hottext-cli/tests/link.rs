@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{hottext, lld_dir, run, stderr, stdout, write};
+use common::{hottext, lld_dir, program_and_profile, run, stderr, stdout, write};
 use hottext::binary::Binary;
 
 const PROGRAM: &str = r#"
@@ -33,16 +33,7 @@ const PROFILE: &str = "# hottext profile v1\n\
 const EXPECTED: [&str; 4] = ["main", "hot_mid", "hot_leaf", "helper"];
 
 fn setup() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "p.c", PROGRAM);
-    write(dir.path(), "p.profile", PROFILE);
-    run(
-        "gcc",
-        &["-O2", "-ffunction-sections", "-c", "p.c", "-o", "p.o"],
-        dir.path(),
-    );
-    run("gcc", &["p.o", "-o", "base"], dir.path());
-    dir
+    program_and_profile(PROGRAM, PROFILE)
 }
 
 /// Orders `p.profile` for `base` into `out` (and `markers.o`), with `extra` options.

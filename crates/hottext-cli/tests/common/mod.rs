@@ -55,6 +55,21 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// A fresh directory with `p.c` (`program`) compiled with `-ffunction-sections` to `p.o` and
+/// linked plain as `base`, and `profile` as `p.profile`: what the linker-input tests start from.
+pub fn program_and_profile(program: &str, profile: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "p.c", program);
+    write(dir.path(), "p.profile", profile);
+    run(
+        "gcc",
+        &["-O2", "-ffunction-sections", "-c", "p.c", "-o", "p.o"],
+        dir.path(),
+    );
+    run("gcc", &["p.o", "-o", "base"], dir.path());
+    dir
+}
+
 /// Runs `hottext profile DATA --binary BINARY -o OUT --json` in `dir`, expects it to succeed,
 /// and returns its JSON document.
 pub fn profile_json(dir: &Path, data: &Path, binary: &str, out: &str) -> serde_json::Value {
