@@ -38,13 +38,14 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     return dest ? real(old, old_len, new_len, flags, dest) : real(old, old_len, new_len, flags);
 }
 
-static int refused(const char *path)
+/* open() and open64() alike: refuse the program file when asked, else call
+ * the real one (with its mode when the flags take one). */
+static int intercept(const char *name, const char *path, int flags, va_list ap)
 {
-    return getenv("HOTTEXT_FAULT_OPEN") && (strcmp(path, "/proc/self/exe") == 0 || strstr(path, "/run/"));
-}
-
-static int forward(const char *name, const char *path, int flags, va_list ap)
-{
+    if (getenv("HOTTEXT_FAULT_OPEN") && (strcmp(path, "/proc/self/exe") == 0 || strstr(path, "/run/"))) {
+        errno = EACCES;
+        return -1;
+    }
     int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
     mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
     return real(path, flags, mode);
@@ -52,26 +53,18 @@ static int forward(const char *name, const char *path, int flags, va_list ap)
 
 int open(const char *path, int flags, ...)
 {
-    if (refused(path)) {
-        errno = EACCES;
-        return -1;
-    }
     va_list ap;
     va_start(ap, flags);
-    int fd = forward("open", path, flags, ap);
+    int fd = intercept("open", path, flags, ap);
     va_end(ap);
     return fd;
 }
 
 int open64(const char *path, int flags, ...)
 {
-    if (refused(path)) {
-        errno = EACCES;
-        return -1;
-    }
     va_list ap;
     va_start(ap, flags);
-    int fd = forward("open64", path, flags, ap);
+    int fd = intercept("open64", path, flags, ap);
     va_end(ap);
     return fd;
 }
