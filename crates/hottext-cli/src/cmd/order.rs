@@ -15,8 +15,8 @@ use hottext::layout::metrics::{
 };
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
-    check_entries, emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment,
-    EmitError, Entry, ScriptPlacement,
+    emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment, EmitError,
+    Entry, ScriptPlacement,
 };
 use serde::Serialize;
 
@@ -272,7 +272,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ..Entry::from(&graph.funcs[f as usize])
         })
         .collect();
-    check_entries(format, &entries).map_err(|e| with_profile_line(e, &args.profile))?;
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
             bail!(
@@ -305,12 +304,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => "",
     };
     let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
-    write_output(args.output.as_deref(), |out| {
-        emit(format, &entries, placement, &origin, out).map_err(|e| match e {
-            EmitError::Io(e) => e,
-            refused => std::io::Error::other(refused.to_string()),
-        })
-    })?;
+    // Written in memory first, as fetch does: a refused name leaves no file behind.
+    let mut text = Vec::new();
+    emit(format, &entries, placement, &origin, &mut text)
+        .map_err(|e| with_profile_line(e, &args.profile))?;
+    write_output(args.output.as_deref(), |out| out.write_all(&text))?;
     if let Some(path) = &args.markers {
         let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);
         let bytes = markers_object(arch).context("cannot build the markers object")?;

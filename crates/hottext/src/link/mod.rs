@@ -131,8 +131,8 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
     }
 }
 
-/// Checks every name of `entries` for `format` (see `check_symbol`): callers that create an
-/// output file call this first, so that a refused profile leaves no file behind.
+/// Checks every name of `entries` for `format` (see `check_symbol`). [`emit`] runs it before it
+/// writes anything; `fetch` runs it per function to leave out the ones it refuses.
 pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError> {
     for e in entries {
         let name = match format {
