@@ -59,6 +59,17 @@ pub struct Service {
     pub stop_timeout: Duration,
 }
 
+impl Service {
+    /// Pins the load to the CPUs of `allowed` other than the server's (none left: unpinned, and
+    /// the load shares the server's CPU).
+    pub(crate) fn pin_load(&self, load: &mut std::process::Command, allowed: &[u32]) {
+        let others: CpuSet = allowed.iter().copied().filter(|&c| c != self.cpu).collect();
+        if !others.is_empty() {
+            cpus::pin_command(load, &others);
+        }
+    }
+}
+
 /// The report's key for the server's CPU time (service form).
 const SERVER_CPU_TIME: &str = "server-cpu-time";
 
@@ -328,15 +339,7 @@ impl Runner<'_> {
             &output,
             &["sh", "-c", &load],
         );
-        let others: CpuSet = self
-            .allowed
-            .iter()
-            .copied()
-            .filter(|&c| c != service.cpu)
-            .collect();
-        if !others.is_empty() {
-            cpus::pin_command(&mut cmd, &others);
-        }
+        service.pin_load(&mut cmd, self.allowed);
         let cpu_before = server.cpu_seconds();
         let captured = run_captured(cmd, "perf stat for the load", None, self.cancel)?;
         let cpu_after = server.cpu_seconds();

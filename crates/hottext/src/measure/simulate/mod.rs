@@ -25,7 +25,7 @@ use super::ab::Service;
 use super::run::{run_captured, Captured};
 use super::server::Server;
 use super::MeasureError;
-use crate::cpus::{self, CpuSet};
+use crate::cpus;
 pub use models::Model;
 
 /// The environment variables the valgrind wrapper reads, so that no path or command is ever
@@ -229,12 +229,10 @@ fn run_service(
     if let Some(load) = load {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", load]);
-        let others: CpuSet = cpus::own()
-            .map(|set| set.iter().filter(|&c| c != service.cpu).collect())
+        let allowed: Vec<u32> = cpus::own()
+            .map(|set| set.iter().collect())
             .unwrap_or_default();
-        if !others.is_empty() {
-            cpus::pin_command(&mut cmd, &others);
-        }
+        service.pin_load(&mut cmd, &allowed);
         let captured = run_captured(cmd, "the load", None, cancel)?;
         check_exit(&captured, &format!("the load against server {side}"), dir)?;
         running.check_running()?;
