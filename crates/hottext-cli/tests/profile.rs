@@ -291,6 +291,32 @@ fn corrupt_record_is_an_error_not_a_panic() {
     );
 }
 
+/// Issue 11: a count in a feature section, set so that linux-perf-data would allocate 34 GB
+/// (an abort), is an error that names it.
+#[test]
+fn crafted_event_desc_count_is_an_error_not_an_abort() {
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let data = record(dir.path(), &prog);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let features = word(&bytes, 72);
+    assert!(features >> 12 & 1 == 1, "perf wrote no EVENT_DESC section");
+    // The feature table follows the data section, one {offset, size} per set bit.
+    let table = (word(&bytes, 40) + word(&bytes, 48)) as usize;
+    let index = (features & 0xfff).count_ones() as usize;
+    let section = word(&bytes, table + 16 * index) as usize;
+    let attr_size = u32::from_le_bytes(bytes[section + 4..section + 8].try_into().unwrap());
+    let nr_ids = section + 8 + attr_size as usize;
+    bytes[nr_ids..nr_ids + 4].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    std::fs::write(dir.path().join("crafted.data"), &bytes).unwrap();
+    profile_fails(
+        dir.path(),
+        &["crafted.data", "--binary", "prog"],
+        "crafted.data is malformed: its event descriptions (EVENT_DESC): the 4294967280 ids of event 1",
+    );
+}
+
 #[test]
 fn perf_data_of_another_program_is_an_error() {
     let dir = TempDir::new().unwrap();

@@ -32,6 +32,7 @@ mod call_graph;
 mod frames;
 mod mappings;
 mod perf_file;
+mod perf_header;
 pub mod record;
 mod resolve;
 mod sample;

@@ -1,0 +1,399 @@
+//! Checks of a perf.data file before linux-perf-data parses it. That crate reads the header's
+//! sections whole and trusts their counts: a file cut short (copied while perf was writing,
+//! `head -c`) would be a bare I/O error, and a crafted count an allocation of hundreds of
+//! gigabytes, which aborts the process instead of returning an error. Every size and count it
+//! will act on is checked here against the file's size first.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::ProfileError;
+
+/// `struct perf_file_header`: magic, size, attr_size, attrs, data, event_types, feature bits.
+const HEADER_SIZE: usize = 104;
+/// Offsets in the header of `attrs.offset` and `data.offset` (each followed by its size), and
+/// of the feature bitmap.
+const ATTRS_AT: usize = 24;
+const DATA_SECTION_AT: usize = 40;
+const FEATURE_BITS_AT: usize = 72;
+/// A feature section's `{offset, size}` in the table after the data section.
+const FEATURE_ENTRY_SIZE: usize = 16;
+/// The header size a pipe-mode stream (`perf record -o -`) writes.
+const PIPE_HEADER_SIZE: u64 = 16;
+/// Offsets in the header of `attr_size` and of `event_types` (offset, then size).
+const ATTR_SIZE_AT: usize = 16;
+const EVENT_TYPES_AT: usize = 56;
+/// `perf_event_attr` is at least `PERF_ATTR_SIZE_VER0` bytes; perf has grown it to 136 so far,
+/// and the limit leaves it room to grow while refusing nonsense.
+const ATTR_SIZE: std::ops::RangeInclusive<u64> = 64..=4096;
+/// The feature bit of `HEADER_EVENT_DESC`: the events, their names and sample ids.
+const EVENT_DESC_BIT: u32 = 12;
+
+/// Refuses, with the reason, a file that is not perf.data, a pipe-mode stream, one perf never
+/// finished, one cut short, and sections whose sizes or counts the file cannot hold.
+pub(super) fn check_header(path: &Path, file: &mut File, size: u64) -> Result<(), ProfileError> {
+    let not_perf = |msg: &str| ProfileError::NotPerfData {
+        path: path.into(),
+        msg: msg.into(),
+    };
+    let mut header = [0u8; HEADER_SIZE];
+    let got = read_up_to(file, &mut header).map_err(|source| ProfileError::Io {
+        path: path.into(),
+        source,
+    })?;
+    if got < 16 {
+        return Err(not_perf("it is shorter than a perf.data header"));
+    }
+    let big_endian = match &header[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        b"PERFFILE" => {
+            return Err(not_perf(
+                "it is in perf's version 1 format, from before 2012",
+            ))
+        }
+        _ => return Err(not_perf("it does not start with PERFILE2")),
+    };
+    let word = |at: usize| u64_at(&header, at, big_endian);
+    if word(8) == PIPE_HEADER_SIZE {
+        return Err(ProfileError::PipeMode { path: path.into() });
+    }
+    if got < HEADER_SIZE {
+        return Err(ProfileError::Truncated {
+            path: path.into(),
+            size,
+            expected: Some(HEADER_SIZE as u64),
+        });
+    }
+    let (data_offset, data_size) = (word(DATA_SECTION_AT), word(DATA_SECTION_AT + 8));
+    if data_size == 0 {
+        return Err(ProfileError::Unfinished { path: path.into() });
+    }
+    let data_end = data_offset.saturating_add(data_size);
+    let attrs_end = word(ATTRS_AT).saturating_add(word(ATTRS_AT + 8));
+    let truncated = |expected| ProfileError::Truncated {
+        path: path.into(),
+        size,
+        expected: Some(expected),
+    };
+    if size < data_end.max(attrs_end) {
+        return Err(truncated(data_end.max(attrs_end)));
+    }
+    // linux-perf-data reads each feature section whole: a section past the end of the file
+    // would be a huge allocation rather than an error, so check the table after the data.
+    let sections: u32 = (FEATURE_BITS_AT..HEADER_SIZE)
+        .step_by(8)
+        .map(|at| word(at).count_ones())
+        .sum();
+    let mut table = vec![0u8; sections as usize * FEATURE_ENTRY_SIZE];
+    let io_err = |source| ProfileError::Io {
+        path: path.into(),
+        source,
+    };
+    file.seek(SeekFrom::Start(data_end)).map_err(io_err)?;
+    if read_up_to(file, &mut table).map_err(io_err)? < table.len() {
+        return Err(truncated(data_end + table.len() as u64));
+    }
+    for entry in table.chunks_exact(FEATURE_ENTRY_SIZE) {
+        let end = u64_at(entry, 0, big_endian).saturating_add(u64_at(entry, 8, big_endian));
+        if end > size {
+            return Err(truncated(end));
+        }
+    }
+
+    // The event descriptions come from EVENT_DESC, else from `event_types`, else from the
+    // attributes: check the one linux-perf-data will read.
+    let malformed = |msg: String| ProfileError::Malformed {
+        path: path.into(),
+        msg,
+    };
+    let attr_size = word(ATTR_SIZE_AT);
+    if !ATTR_SIZE.contains(&attr_size) {
+        return Err(malformed(format!(
+            "its header gives {attr_size} bytes per event attribute; perf writes {} to {}",
+            ATTR_SIZE.start(),
+            ATTR_SIZE.end()
+        )));
+    }
+    if word(FEATURE_BITS_AT) >> EVENT_DESC_BIT & 1 == 1 {
+        let index = (word(FEATURE_BITS_AT) & ((1 << EVENT_DESC_BIT) - 1)).count_ones() as usize;
+        let entry = &table[index * FEATURE_ENTRY_SIZE..][..FEATURE_ENTRY_SIZE];
+        let (at, len) = (u64_at(entry, 0, big_endian), u64_at(entry, 8, big_endian));
+        let mut section = vec![0u8; len as usize]; // within the file: checked above
+        file.seek(SeekFrom::Start(at)).map_err(io_err)?;
+        if read_up_to(file, &mut section).map_err(io_err)? < section.len() {
+            return Err(truncated(at + len));
+        }
+        check_event_desc(&section, big_endian)
+            .map_err(|msg| malformed(format!("its event descriptions (EVENT_DESC): {msg}")))?;
+    } else {
+        let (at, len) = (word(EVENT_TYPES_AT), word(EVENT_TYPES_AT + 8));
+        if at.saturating_add(len) > size {
+            return Err(truncated(at.saturating_add(len)));
+        }
+        // Each entry is an attribute and the {offset, size} of its list of sample ids.
+        let entry_size = attr_size + 16;
+        for i in 0..len / entry_size {
+            let mut ids = [0u8; 16];
+            file.seek(SeekFrom::Start(at + i * entry_size + attr_size))
+                .map_err(io_err)?;
+            read_up_to(file, &mut ids).map_err(io_err)?;
+            let end = u64_at(&ids, 0, big_endian).saturating_add(u64_at(&ids, 8, big_endian));
+            if end > size {
+                return Err(truncated(end));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Walks `HEADER_EVENT_DESC`: `nr` and `attr_size`, then per event the attribute, `nr_ids`,
+/// a length-prefixed name and `nr_ids` ids. Says which count the section cannot hold.
+fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
+    let mut rest = section;
+    let mut take = |n: u64, what: &dyn Fn() -> String| -> Result<&[u8], String> {
+        if n > rest.len() as u64 {
+            return Err(format!(
+                "{}: {n} bytes, but only {} are left in the section",
+                what(),
+                rest.len()
+            ));
+        }
+        let (head, tail) = rest.split_at(n as usize);
+        rest = tail;
+        Ok(head)
+    };
+    let u32_of = |b: &[u8]| u64::from(u32_at(b, 0, big_endian));
+    let events = u32_of(take(4, &|| "the number of events".into())?);
+    let attr_size = u32_of(take(4, &|| "the attribute size".into())?);
+    for i in 0..events {
+        let event = || format!("event {} of {events}", i + 1);
+        take(attr_size, &|| format!("the attribute of {}", event()))?;
+        let ids = u32_of(take(4, &|| format!("the id count of {}", event()))?);
+        let name = u32_of(take(4, &|| format!("the name length of {}", event()))?);
+        take(name, &|| format!("the name of {}", event()))?;
+        take(ids * 8, &|| format!("the {ids} ids of {}", event()))?;
+    }
+    Ok(())
+}
+
+fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
+    let b: [u8; 8] = bytes
+        .get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or_default();
+    if big_endian {
+        u64::from_be_bytes(b)
+    } else {
+        u64::from_le_bytes(b)
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
+    let b: [u8; 4] = bytes
+        .get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or_default();
+    if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    }
+}
+
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn header(magic: &[u8; 8], header_size: u64, data_offset: u64, data_size: u64) -> Vec<u8> {
+        let mut h = vec![0u8; HEADER_SIZE];
+        h[..8].copy_from_slice(magic);
+        h[8..16].copy_from_slice(&header_size.to_le_bytes());
+        h[16..24].copy_from_slice(&128u64.to_le_bytes()); // attr_size
+        h[40..48].copy_from_slice(&data_offset.to_le_bytes());
+        h[48..56].copy_from_slice(&data_size.to_le_bytes());
+        h
+    }
+
+    fn check(bytes: &[u8]) -> Result<(), ProfileError> {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        check_header(Path::new("p.data"), &mut f, bytes.len() as u64)
+    }
+
+    #[test]
+    fn cut_data_section_is_truncated() {
+        let mut bytes = header(b"PERFILE2", 104, 104, 1000);
+        bytes.resize(600, 0);
+        assert!(matches!(
+            check(&bytes),
+            Err(ProfileError::Truncated {
+                size: 600,
+                expected: Some(1104),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn cut_header_is_truncated() {
+        let bytes = header(b"PERFILE2", 104, 104, 1000);
+        assert!(matches!(
+            check(&bytes[..50]),
+            Err(ProfileError::Truncated { size: 50, .. })
+        ));
+    }
+
+    #[test]
+    fn zero_data_size_means_perf_was_killed() {
+        let bytes = header(b"PERFILE2", 104, 104, 0);
+        assert!(matches!(
+            check(&bytes),
+            Err(ProfileError::Unfinished { .. })
+        ));
+    }
+
+    #[test]
+    fn other_files_and_pipe_streams_are_named() {
+        assert!(matches!(
+            check(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\0"),
+            Err(ProfileError::NotPerfData { .. })
+        ));
+        assert!(matches!(
+            check(b"PERF"),
+            Err(ProfileError::NotPerfData { .. })
+        ));
+        let pipe = header(b"PERFILE2", 16, 0, 0);
+        assert!(matches!(
+            check(&pipe[..16]),
+            Err(ProfileError::PipeMode { .. })
+        ));
+    }
+
+    #[test]
+    fn whole_header_passes() {
+        let mut bytes = header(b"PERFILE2", 104, 104, 8);
+        bytes.resize(112, 0);
+        assert!(check(&bytes).is_ok());
+    }
+
+    #[test]
+    fn attribute_size_outside_perfs_is_malformed() {
+        let mut bytes = header(b"PERFILE2", 104, 104, 8);
+        bytes.resize(112, 0);
+        for attr_size in [0u64, 8, 1 << 20] {
+            bytes[16..24].copy_from_slice(&attr_size.to_le_bytes());
+            let err = check(&bytes).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("gives {attr_size} bytes per event attribute")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn event_types_past_the_end_are_truncated() {
+        // No EVENT_DESC, so linux-perf-data would size its table from `event_types`.
+        let mut bytes = header(b"PERFILE2", 104, 104, 8);
+        bytes.resize(112, 0);
+        bytes[56..64].copy_from_slice(&104u64.to_le_bytes());
+        bytes[64..72].copy_from_slice(&989_000_000_000u64.to_le_bytes());
+        assert!(matches!(
+            check(&bytes),
+            Err(ProfileError::Truncated { expected: Some(e), .. }) if e == 104 + 989_000_000_000
+        ));
+        // A whole entry (attribute, then its ids' {offset, size}) whose ids lie past the end.
+        let mut entry = vec![0u8; 128];
+        entry.extend_from_slice(&0u64.to_le_bytes());
+        entry.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        bytes[64..72].copy_from_slice(&(entry.len() as u64).to_le_bytes());
+        bytes.truncate(104);
+        bytes.extend_from_slice(&entry);
+        let data_at = bytes.len() as u64;
+        bytes[40..48].copy_from_slice(&data_at.to_le_bytes());
+        bytes.resize(bytes.len() + 8, 0);
+        assert!(matches!(
+            check(&bytes),
+            Err(ProfileError::Truncated { expected: Some(e), .. }) if e == 1 << 40
+        ));
+    }
+
+    #[test]
+    fn event_desc_counts_beyond_the_section_are_malformed() {
+        // nr, attr_size, then one event: attribute, nr_ids, name length, name, ids.
+        let desc = |events: u32, ids: u32, name: u32| {
+            let mut d = Vec::new();
+            d.extend_from_slice(&events.to_le_bytes());
+            d.extend_from_slice(&128u32.to_le_bytes());
+            d.extend_from_slice(&[0u8; 128]);
+            d.extend_from_slice(&ids.to_le_bytes());
+            d.extend_from_slice(&name.to_le_bytes());
+            d.extend_from_slice(b"cpu-clock\0\0\0\0\0\0\0");
+            d.extend_from_slice(&7u64.to_le_bytes());
+            d
+        };
+        let file = |section: Vec<u8>| {
+            let mut bytes = header(b"PERFILE2", 104, 104, 8);
+            bytes[72..80].copy_from_slice(&(1u64 << 12).to_le_bytes());
+            bytes.resize(112, 0);
+            bytes.extend_from_slice(&128u64.to_le_bytes());
+            bytes.extend_from_slice(&(section.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(&section);
+            bytes
+        };
+        assert!(check(&file(desc(1, 1, 16))).is_ok());
+        for (section, needle) in [
+            (
+                desc(1, u32::MAX - 15, 16),
+                "the 4294967280 ids of event 1 of 1",
+            ),
+            (desc(1, 1, u32::MAX), "the name of event 1 of 1"),
+            (
+                desc(u32::MAX, 1, 16),
+                "the attribute of event 2 of 4294967295",
+            ),
+        ] {
+            let err = check(&file(section)).unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn feature_section_past_the_end_is_truncated() {
+        // One feature (bit 2, build-ids) whose section claims 4 GiB.
+        let mut bytes = header(b"PERFILE2", 104, 104, 8);
+        bytes[72] = 1 << 2;
+        bytes.resize(112, 0);
+        bytes.extend_from_slice(&128u64.to_le_bytes());
+        bytes.extend_from_slice(&(4u64 << 30).to_le_bytes());
+        let err = check(&bytes).unwrap_err();
+        assert!(
+            matches!(err, ProfileError::Truncated { expected: Some(e), .. } if e == 128 + (4 << 30)),
+            "{err}"
+        );
+        // And a feature table that is missing altogether.
+        assert!(matches!(
+            check(&bytes[..112]),
+            Err(ProfileError::Truncated {
+                expected: Some(128),
+                ..
+            })
+        ));
+    }
+}
