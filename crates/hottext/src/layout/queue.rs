@@ -1,21 +1,21 @@
-//! A max-priority queue of `u64` keys for greedy merging on graphs of millions of edges.
+//! A max-priority queue for greedy merging on graphs of millions of edges.
 //!
 //! Greedy layouts queue one key per edge up front and push far fewer later. So the initial keys
 //! are sorted once and taken from the end of that array, which costs nothing per pop, and later
 //! keys go to an 8-ary heap, whose eight children share a cache line. Popping 5 M keys from
 //! `std`'s binary heap took 6 to 8 s on our CI machine; from this queue under one.
 
-pub(super) struct MaxQueue {
+pub(super) struct MaxQueue<K> {
     /// Ascending; the largest at the end.
-    sorted: Vec<u64>,
+    sorted: Vec<K>,
     /// An 8-ary max-heap: the children of `i` are `8i + 1 ..= 8i + 8`.
-    heap: Vec<u64>,
+    heap: Vec<K>,
 }
 
 const ARITY: usize = 8;
 
-impl MaxQueue {
-    pub(super) fn new(mut keys: Vec<u64>) -> MaxQueue {
+impl<K: Ord + Copy> MaxQueue<K> {
+    pub(super) fn new(mut keys: Vec<K>) -> MaxQueue<K> {
         keys.sort_unstable();
         MaxQueue {
             sorted: keys,
@@ -23,7 +23,7 @@ impl MaxQueue {
         }
     }
 
-    pub(super) fn pop(&mut self) -> Option<u64> {
+    pub(super) fn pop(&mut self) -> Option<K> {
         match (self.sorted.last(), self.heap.first()) {
             (Some(&s), Some(&h)) if h > s => self.pop_heap(),
             (Some(_), _) => self.sorted.pop(),
@@ -32,14 +32,14 @@ impl MaxQueue {
     }
 
     /// The key [`MaxQueue::pop`] would return.
-    pub(super) fn peek(&self) -> Option<u64> {
+    pub(super) fn peek(&self) -> Option<K> {
         match (self.sorted.last(), self.heap.first()) {
             (Some(&s), Some(&h)) => Some(s.max(h)),
             (s, h) => s.or(h).copied(),
         }
     }
 
-    pub(super) fn push(&mut self, key: u64) {
+    pub(super) fn push(&mut self, key: K) {
         let mut i = self.heap.len();
         self.heap.push(key);
         while i > 0 {
@@ -53,7 +53,7 @@ impl MaxQueue {
         self.heap[i] = key;
     }
 
-    fn pop_heap(&mut self) -> Option<u64> {
+    fn pop_heap(&mut self) -> Option<K> {
         let last = self.heap.pop()?;
         let Some(&top) = self.heap.first() else {
             return Some(last);
@@ -77,8 +77,21 @@ impl MaxQueue {
     }
 }
 
-impl Extend<u64> for MaxQueue {
-    fn extend<T: IntoIterator<Item = u64>>(&mut self, keys: T) {
+/// Asks the CPU to start loading `value`'s cache line; a hint, with no effect on results.
+#[inline]
+pub(super) fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and cannot fault; `value` is a live
+    // reference anyway. SSE, which the instruction needs, is part of x86-64.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            value as *const T as *const i8,
+        )
+    }
+}
+
+impl<K: Ord + Copy> Extend<K> for MaxQueue<K> {
+    fn extend<T: IntoIterator<Item = K>>(&mut self, keys: T) {
         for key in keys {
             self.push(key);
         }
