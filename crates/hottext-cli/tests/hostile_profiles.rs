@@ -277,3 +277,24 @@ fn a_meta_file_cannot_send_the_builds_credentials_to_its_own_endpoint() {
         "fetch connected to the meta file's endpoint"
     );
 }
+
+#[test]
+fn repeated_call_line_is_refused() {
+    // Found by the profile fuzz target: two `call a b` lines, each with a site, were read as
+    // two calls and written back with both sites under each, which no reader accepted.
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "twice.profile",
+        "# hottext profile v2\nfn a 100 5\nfn b 10 5\n\
+         call a b 3\nsite a b 40 3\ncall a b 3\nsite a b 40 3\n",
+    );
+    let o = hottext(&["order", "twice.profile", "-o", "order.txt"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'call a b' is on two lines"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("order.txt").exists());
+}

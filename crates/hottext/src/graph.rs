@@ -120,6 +120,8 @@ pub enum GraphError {
     NewerVersion(u32),
     #[error("the profile is empty: it names no function")]
     Empty,
+    #[error("'call {caller} {callee}' is on two lines: a profile has one call line for each caller and callee, followed by its sites")]
+    RepeatedCall { caller: String, callee: String },
     #[error(transparent)]
     Io(#[from] io::Error),
 }

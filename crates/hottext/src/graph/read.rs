@@ -19,6 +19,9 @@ struct Reader {
     last_caller: Option<FuncId>,
     /// The `call` line the next `site` lines belong to, and what they may still weigh.
     open_call: Option<OpenCall>,
+    /// Whether a call line did not follow the previous one in (caller, callee) order, as in
+    /// canonical files: only then can a pair repeat, and only then is it looked for.
+    calls_unsorted: bool,
 }
 
 struct OpenCall {
@@ -51,7 +54,29 @@ impl Reader {
         if self.graph.funcs.is_empty() {
             return Err(GraphError::Empty);
         }
+        if self.calls_unsorted {
+            self.refuse_repeated_calls()?;
+        }
         Ok(self.graph)
+    }
+
+    /// A caller and callee on two `call` lines would be two calls, each written back with the
+    /// sites of both, which no reader accepts: the file is refused rather than guessed at.
+    fn refuse_repeated_calls(&self) -> Result<(), GraphError> {
+        let mut pairs: Vec<(FuncId, FuncId)> = self
+            .graph
+            .calls
+            .iter()
+            .map(|c| (c.caller, c.callee))
+            .collect();
+        pairs.sort_unstable();
+        match pairs.windows(2).find(|w| w[0] == w[1]) {
+            Some(&[(caller, callee), _]) => Err(GraphError::RepeatedCall {
+                caller: self.graph.funcs[caller as usize].name.clone(),
+                callee: self.graph.funcs[callee as usize].name.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn line(&mut self, text: &str) -> Result<(), String> {
@@ -123,6 +148,9 @@ impl Reader {
                     callee,
                     weight,
                 };
+                if let Some(last) = self.graph.calls.last() {
+                    self.calls_unsorted |= (last.caller, last.callee) >= (caller, callee);
+                }
                 self.graph.calls.push(call);
                 self.open_call = Some(OpenCall {
                     call,
