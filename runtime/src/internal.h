@@ -94,6 +94,19 @@ struct hx_exe {
 };
 int hottext__exe_info(struct hx_exe *out);
 
+/* ---- ranges.c ---- */
+#define HX_MAX_RANGES 32
+struct hx_ranges {
+    size_t n;
+    struct { uint64_t a, b; } r[HX_MAX_RANGES];
+    int bad; /* entries refused (each with a warning) */
+};
+void hottext__ranges_env(struct hx_ranges *rs, const char *value);
+/* build_id: the running program's NT_GNU_BUILD_ID (NULL if none) */
+void hottext__ranges_file(struct hx_ranges *rs, const char *path, const void *build_id, size_t build_id_len);
+/* Sorts by start and merges ranges less than 2 MiB apart. */
+void hottext__ranges_normalise(struct hx_ranges *rs);
+
 /* ---- perfmap.c ---- */
 /* Append /tmp/perf-PID.map lines for the functions in [lo, hi) (runtime). */
 long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whylen);

@@ -63,6 +63,9 @@ build() {
     $CC $CFLAGS $SRC "$T/hot.o" "$T/cold.o" -o "$T/plain_nomark"
     # LD_PRELOAD fault injection: failing mremap and open (see the file).
     $CC -O2 -Wall -Wextra -Werror -shared -fPIC tests/fault_shim.c -o "$T/fault_shim.so" -ldl
+    # The range parser's fuzz target as a plain program under ASan and UBSan (see the file).
+    $CC -O1 -g -Wall -Wextra -Werror -std=gnu11 -fsanitize=address,undefined -fno-sanitize-recover=all \
+        -DFUZZ_SMOKE -Iinclude tests/fuzz_ranges.c src/ranges.c src/options.c src/procfs.c -o "$T/fuzz_ranges"
     set +e
 }
 (build) > "$T/build.log" 2>&1
@@ -345,6 +348,13 @@ has preload_ranges_wrong_build "build-id differs" "warns"
 run preload_bad_ranges plain_nomark none $PRE HOTTEXT_RANGES="0x10-zz,nonsense,0x5-0x1,0x1000-0x2000"
 expect preload_bad_ranges NO_MARKERS 0 0
 has preload_bad_ranges "not inside the executable's text" "refuses a range outside the text"
+
+# fuzz_ranges_smoke: the parser of those ranges on the seeds of fuzz/seeds/ranges and 20 000
+# mutations of them (`make fuzz` searches for hours). A seed's range that reaches the top of the
+# address space once wrapped the merge of near ranges.
+if "$T/fuzz_ranges" "$RT"/../fuzz/seeds/ranges/* > "$T/fuzz_ranges.out" 2> "$T/fuzz_ranges.err" &&
+    grep -q "no failure" "$T/fuzz_ranges.out"; then ok "fuzz_ranges_smoke: $(cat "$T/fuzz_ranges.out")"; else
+    fail fuzz_ranges_smoke "$(grep -m3 -E 'ERROR|runtime error|Abort' "$T/fuzz_ranges.err" | tr '\n' '|')"; fi
 
 run preload_whole_text plain_nomark none $PRE HOTTEXT_WHOLE_TEXT=1
 expect preload_whole_text OK 4096 100000 anon
