@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test lint demo setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-demo clean
+.PHONY: all build runtime test lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-demo clean
 
 all: build runtime
 
@@ -34,6 +34,10 @@ lint: setup-lint
 ## demo: build hottext and the demo service, profile it, relink with each linker, compare.
 demo: setup-demo build
 	bash examples/demo-service/demo.sh
+
+## fuzz: every fuzz target under libFuzzer, FUZZ_SECONDS each (default 60; the bench runs 3600).
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" bash scripts/fuzz.sh
 
 ## bench-*: benchmarks (not tests); results go to bench/RESULTS.md by hand.
 bench-order:

@@ -7,13 +7,14 @@
 #   scripts/setup.sh test   the above, and what the tests add: mold, cmake, git, Java and Maven
 #                           with the s3proxy jar (the S3 store tests run a real S3-compatible server)
 #   scripts/setup.sh lint   rustfmt and clippy
+#   scripts/setup.sh fuzz   clang-19 and its libFuzzer, for `make fuzz`
 #
 # Debian packages are installed when missing (`apt-get update` only then); as a user who is not
 # root it stops instead, printing the exact command to run. Exit status 2 when something is missing
 # that it cannot install.
 set -euo pipefail
 
-usage() { echo "usage: scripts/setup.sh demo|test|lint" >&2; exit 2; }
+usage() { echo "usage: scripts/setup.sh demo|test|lint|fuzz" >&2; exit 2; }
 [ $# -eq 1 ] || usage
 what=$1
 
@@ -24,6 +25,9 @@ demo_packages=(gcc:/usr/bin/gcc make:/usr/bin/make python3:/usr/bin/python3
     valgrind:/usr/bin/valgrind)
 test_packages=("${demo_packages[@]}" mold:/usr/bin/mold cmake:/usr/bin/cmake git:/usr/bin/git
     openjdk-17-jre-headless:/usr/bin/java maven:/usr/bin/mvn)
+
+fuzz_packages=(clang-19:/usr/bin/clang-19
+    libclang-rt-19-dev:/usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a)
 
 S3PROXY_VERSION=2.6.0
 s3proxy_jar="${HOME:-/root}/.m2/repository/org/gaul/s3proxy/$S3PROXY_VERSION/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
@@ -82,5 +86,6 @@ case $what in
     demo) need_cargo; install_packages "${demo_packages[@]}" ;;
     test) need_cargo; install_packages "${test_packages[@]}"; fetch_s3proxy ;;
     lint) need_cargo; need_rust_components ;;
+    fuzz) need_cargo; install_packages "${fuzz_packages[@]}" ;;
     *) usage ;;
 esac

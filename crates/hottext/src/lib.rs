@@ -10,7 +10,8 @@
 //! 6. [`measure`]: hardware counters, interleaved A/B runs, statistics and a verdict.
 //! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
-//! [`binary`] holds the ELF facts the stages share, [`cpus`] CPU sets and pinning.
+//! [`binary`] holds the ELF facts the stages share, [`cpus`] CPU sets and pinning; `fuzz` the
+//! fuzz targets' bodies.
 //!
 //! ```
 //! use hottext::graph::Graph;
@@ -25,6 +26,8 @@
 
 pub mod binary;
 pub mod cpus;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod graph;
 pub mod layout;
 pub mod link;

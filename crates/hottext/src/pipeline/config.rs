@@ -212,11 +212,16 @@ impl Config {
             path: path.into(),
             source,
         })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and checks config text; relative paths become relative to `path`'s folder.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let invalid = |msg: String| ConfigError::Invalid {
             path: path.into(),
             msg,
         };
-        let mut config: Config = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let mut config: Config = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         config.check().map_err(invalid)?;
         let base = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),

@@ -1,0 +1,138 @@
+//! A short run of every fuzz target in `make test` (`make fuzz` runs them for hours under
+//! libFuzzer): each seed of `fuzz/seeds/<target>/` must be accepted, and thousands of
+//! deterministic mutations of the seeds must each be answered, accepted or refused, without a
+//! panic, an abort or a hang. No coverage guidance: this catches regressions in what the seeds
+//! reach, the long runs search further.
+
+use std::path::PathBuf;
+
+/// Tokens that probe number parsing, escapes and the formats' delimiters.
+const TOKENS: &[&[u8]] = &[
+    b"0",
+    b"-1",
+    b"18446744073709551615",
+    b"99999999999999999999999",
+    b"1e308",
+    b"nan",
+    b"%",
+    b"%zz",
+    b"%00",
+    b" ",
+    b"\n",
+    b"\t",
+    b"\0",
+    b"\"",
+    b"}",
+    b"[",
+    b"=",
+    b"\xff",
+];
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("seed corpus {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no seeds in {}", dir.display());
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// xorshift64*: deterministic, so that a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut data = seeds[rng.below(seeds.len())].clone();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(data.len() + 1);
+        match rng.below(7) {
+            0 if !data.is_empty() => {
+                let i = rng.below(data.len());
+                data[i] ^= 1 << rng.below(8);
+            }
+            1 if !data.is_empty() => {
+                let i = rng.below(data.len());
+                data[i] = [0, 0xff, 0x7f, 0x80, rng.next() as u8][rng.below(5)];
+            }
+            2 => {
+                let token = TOKENS[rng.below(TOKENS.len())];
+                data.splice(at..at, token.iter().copied());
+            }
+            3 => {
+                let end = (at + rng.below(64)).min(data.len());
+                data.drain(at..end);
+            }
+            4 => data.truncate(at),
+            5 => {
+                let end = (at + rng.below(256)).min(data.len());
+                let copy = data[at..end].to_vec();
+                let to = rng.below(data.len() + 1);
+                data.splice(to..to, copy);
+            }
+            _ => {
+                // The tail of another seed after this one's head.
+                let other = &seeds[rng.below(seeds.len())];
+                let from = rng.below(other.len() + 1);
+                data.truncate(at);
+                data.extend_from_slice(&other[from..]);
+            }
+        }
+    }
+    data
+}
+
+fn smoke(target: &str, run: fn(&[u8]) -> bool, rounds: usize) {
+    let seeds = seeds(target);
+    for (i, seed) in seeds.iter().enumerate() {
+        assert!(run(seed), "{target}: seed {i} is refused");
+    }
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ target.len() as u64);
+    let mut refused = 0;
+    for _ in 0..rounds {
+        if !run(&mutate(&mut rng, &seeds)) {
+            refused += 1;
+        }
+    }
+    // Refusals show that mutations reach the parser's checks, acceptances that they do not
+    // all break the input.
+    assert!(
+        refused > 0 && refused < rounds,
+        "{target}: {refused} of {rounds} mutations refused"
+    );
+}
+
+#[test]
+fn profile_reader_survives_mutated_profiles() {
+    smoke("profile", hottext::fuzz::profile, 20_000);
+}
+
+#[test]
+fn meta_reader_survives_mutated_meta_files() {
+    smoke("meta", hottext::fuzz::meta, 20_000);
+}
+
+#[test]
+fn config_reader_survives_mutated_configs() {
+    smoke("config", hottext::fuzz::config, 20_000);
+}
+
+#[test]
+fn perf_data_reader_survives_mutated_recordings() {
+    smoke("perf_data", hottext::fuzz::perf_data, 5_000);
+}

@@ -1,0 +1,129 @@
+//! The fuzz targets' bodies (`fuzz/`, `make fuzz`), here so that `cargo-fuzz`'s targets and the
+//! smoke test in `make test` (`tests/fuzz_smoke.rs`) run the same code. Each takes any bytes,
+//! must neither panic nor abort nor hang, checks what must hold of what it accepted, and says
+//! whether the parser accepted the input.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use crate::binary::Binary;
+use crate::graph::Graph;
+use crate::layout::{self, Algorithm, Params};
+use crate::link::{self, Entry, Format, ScriptPlacement};
+use crate::pipeline::config::Config;
+use crate::profile::ProfileError;
+use crate::store::meta::Meta;
+
+/// Layouts run on accepted profiles up to this many functions, so that one input stays fast.
+const LAYOUT_LIMIT: usize = 2_000;
+
+/// The profile reader: what it accepts is written back, read again and written identically;
+/// small graphs are ordered by every algorithm (each order names each function at most once)
+/// and emitted in every linker format.
+pub fn profile(data: &[u8]) -> bool {
+    let Ok(graph) = Graph::read(data) else {
+        return false;
+    };
+    let written = write(&graph);
+    let again = Graph::read(&written[..])
+        .unwrap_or_else(|e| panic!("a profile written by hottext is refused: {e}"));
+    assert!(written == write(&again), "writing is not stable");
+    if graph.funcs.len() <= LAYOUT_LIMIT {
+        for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {
+            let order = layout::order(&graph, algorithm, &Params::default());
+            let mut seen = vec![false; graph.funcs.len()];
+            for &f in &order {
+                assert!(!std::mem::replace(&mut seen[f as usize], true), "{f} twice");
+            }
+            let entries: Vec<Entry> = order
+                .iter()
+                .map(|&f| Entry::from(&graph.funcs[f as usize]))
+                .collect();
+            for format in [
+                Format::LdScript,
+                Format::GoldOrder,
+                Format::SymbolOrder,
+                Format::List,
+            ] {
+                let _ = link::emit(
+                    format,
+                    &entries,
+                    ScriptPlacement::default(),
+                    "fuzz",
+                    &mut Vec::new(),
+                );
+            }
+        }
+    }
+    true
+}
+
+/// The meta file: what it accepts is written back and read again to the same text.
+pub fn meta(data: &[u8]) -> bool {
+    let path = Path::new("fuzz.meta");
+    let Some(meta) = std::str::from_utf8(data)
+        .ok()
+        .and_then(|t| Meta::parse(t, path).ok())
+    else {
+        return false;
+    };
+    let text = meta.to_text();
+    let again = Meta::parse(&text, path)
+        .unwrap_or_else(|e| panic!("a meta file written by hottext is refused: {e}\n{text}"));
+    assert_eq!(text, again.to_text(), "writing is not stable");
+    true
+}
+
+/// The pipeline's config.
+pub fn config(data: &[u8]) -> bool {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|t| Config::parse(t, Path::new("fuzz/hottext.toml")).ok())
+        .is_some()
+}
+
+/// The perf.data reader, through `profile` as the CLI runs it, against this program's own
+/// binary: the input is written to an in-memory file first (the reader takes a path). Accepted
+/// means read to the end: a recording of another program is accepted and then found to have
+/// no samples of this one.
+pub fn perf_data(data: &[u8]) -> bool {
+    static SELF: OnceLock<Binary> = OnceLock::new();
+    let binary = SELF.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the fuzz target's own path");
+        Binary::open(&exe).expect("the fuzz target's own binary")
+    });
+    let file = memfd();
+    (&file).write_all(data).expect("writing an in-memory file");
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+    let read = crate::profile::read(
+        Path::new(&path),
+        binary,
+        &crate::profile::Options::default(),
+        &mut |_, _| {},
+    );
+    !matches!(
+        read,
+        Err(ProfileError::Io { .. }
+            | ProfileError::NotPerfData { .. }
+            | ProfileError::PipeMode { .. }
+            | ProfileError::Truncated { .. }
+            | ProfileError::Unfinished { .. }
+            | ProfileError::Malformed { .. }
+            | ProfileError::Damaged { .. })
+    )
+}
+
+fn write(graph: &Graph) -> Vec<u8> {
+    let mut out = Vec::new();
+    graph.write(&mut out).expect("writing to memory");
+    out
+}
+
+fn memfd() -> std::fs::File {
+    // SAFETY: a NUL-terminated name and no flags; the descriptor is owned by the File.
+    let fd = unsafe { libc::memfd_create(c"hottext-fuzz".as_ptr(), 0) };
+    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }
+}
