@@ -1,5 +1,5 @@
 //! `--algorithm auto`: order with every algorithm, score each layout with the profile's own
-//! model of the instruction TLB and cache ([`metrics`]), keep the best.
+//! model of the instruction TLB and cache ([`metrics`](super::metrics)), keep the best.
 //!
 //! The score, lowest best, is the call weight that leaves its 4 KiB page (`1 - calls_within_4k`,
 //! from the real call sites): on PostgreSQL that figure ranked hottext's layouts in the same

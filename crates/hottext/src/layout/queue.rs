@@ -1,41 +1,92 @@
 //! A max-priority queue for greedy merging on graphs of millions of edges.
 //!
-//! Greedy layouts queue one key per edge up front and push far fewer later. So the initial keys
-//! are sorted once and taken from the end of that array, which costs nothing per pop, and later
-//! keys go to an 8-ary heap, whose eight children share a cache line. Popping 5 M keys from
-//! `std`'s binary heap took 6 to 8 s on our CI machine; from this queue under one.
+//! Greedy layouts queue one key per edge up front, then push millions of recomputed keys and
+//! pop them again. A heap of millions of keys costs a cache miss or two per level on every pop
+//! (popping 5 M keys from `std`'s binary heap took 6 to 8 s on our CI machine). So keys live in
+//! sorted runs, each taken from its end, which costs nothing per pop: the initial keys are one
+//! run, and pushed keys gather in a small 8-ary heap that stays in cache until it fills and is
+//! sorted into a run of its own. A pop compares the ends of the runs (few: two runs merge when
+//! there are too many) and the top of the heap.
 
 pub(super) struct MaxQueue<K> {
-    /// Ascending; the largest at the end.
-    sorted: Vec<K>,
-    /// An 8-ary max-heap: the children of `i` are `8i + 1 ..= 8i + 8`.
+    /// Each ascending, the largest at the end; none empty.
+    runs: Vec<Vec<K>>,
+    /// An 8-ary max-heap of the keys pushed since the last run was cut: the children of `i`
+    /// are `8i + 1 ..= 8i + 8`.
     heap: Vec<K>,
 }
 
 const ARITY: usize = 8;
+/// Keys the heap holds before it becomes a run: 256 KiB of `u64` keys, within a core's L2.
+const HEAP_LIMIT: usize = 1 << 15;
+/// Runs kept before the two shortest merge: a pop compares this many ends at most.
+const MAX_RUNS: usize = 12;
+
+/// Where the largest key is.
+enum Top {
+    Heap,
+    Run(usize),
+}
 
 impl<K: Ord + Copy> MaxQueue<K> {
     pub(super) fn new(mut keys: Vec<K>) -> MaxQueue<K> {
         keys.sort_unstable();
-        MaxQueue {
-            sorted: keys,
+        let mut queue = MaxQueue {
+            runs: Vec::new(),
             heap: Vec::new(),
+        };
+        if !keys.is_empty() {
+            queue.runs.push(keys);
         }
+        queue
     }
 
     pub(super) fn pop(&mut self) -> Option<K> {
-        match (self.sorted.last(), self.heap.first()) {
-            (Some(&s), Some(&h)) if h > s => self.pop_heap(),
-            (Some(_), _) => self.sorted.pop(),
-            (None, _) => self.pop_heap(),
+        match self.top()? {
+            Top::Heap => self.pop_heap(),
+            Top::Run(r) => {
+                let key = self.runs[r].pop();
+                if self.runs[r].is_empty() {
+                    self.runs.swap_remove(r);
+                }
+                key
+            }
         }
     }
 
     /// The key [`MaxQueue::pop`] would return.
     pub(super) fn peek(&self) -> Option<K> {
-        match (self.sorted.last(), self.heap.first()) {
-            (Some(&s), Some(&h)) => Some(s.max(h)),
-            (s, h) => s.or(h).copied(),
+        match self.top()? {
+            Top::Heap => self.heap.first().copied(),
+            Top::Run(r) => self.runs[r].last().copied(),
+        }
+    }
+
+    fn top(&self) -> Option<Top> {
+        let mut best: Option<(K, Top)> = self.heap.first().map(|&k| (k, Top::Heap));
+        for (r, run) in self.runs.iter().enumerate() {
+            if let Some(&k) = run.last() {
+                if best.as_ref().is_none_or(|(b, _)| k > *b) {
+                    best = Some((k, Top::Run(r)));
+                }
+            }
+        }
+        best.map(|(_, top)| top)
+    }
+
+    /// Sorts the heap into a run, merging the two shortest runs when there are too many.
+    fn cut_run(&mut self) {
+        let mut run = std::mem::take(&mut self.heap);
+        run.sort_unstable();
+        self.runs.push(run);
+        if self.runs.len() > MAX_RUNS {
+            self.runs
+                .sort_unstable_by_key(|r| std::cmp::Reverse(r.len()));
+            let (a, b) = (
+                self.runs.pop().unwrap_or_default(),
+                self.runs.pop().unwrap_or_default(),
+            );
+            self.runs.push(merge(a, b));
         }
     }
 
@@ -51,6 +102,9 @@ impl<K: Ord + Copy> MaxQueue<K> {
             i = parent;
         }
         self.heap[i] = key;
+        if self.heap.len() >= HEAP_LIMIT {
+            self.cut_run();
+        }
     }
 
     fn pop_heap(&mut self) -> Option<K> {
@@ -90,6 +144,24 @@ pub(super) fn prefetch<T>(value: &T) {
     }
 }
 
+/// Two ascending runs as one.
+fn merge<K: Ord + Copy>(a: Vec<K>, b: Vec<K>) -> Vec<K> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] <= b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
 impl<K: Ord + Copy> Extend<K> for MaxQueue<K> {
     fn extend<T: IntoIterator<Item = K>>(&mut self, keys: T) {
         for key in keys {
@@ -121,5 +193,34 @@ mod tests {
             .collect();
         want.sort_unstable_by(|a, b| b.cmp(a));
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn matches_a_binary_heap_across_runs_and_merges() {
+        // Enough pushes to cut more runs than are kept, so that runs merge, with pops between.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut random = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 1_000_000
+        };
+        let initial: Vec<u64> = (0..10_000).map(|_| random()).collect();
+        let mut q = MaxQueue::new(initial.clone());
+        let mut reference: std::collections::BinaryHeap<u64> = initial.into_iter().collect();
+        for round in 0..(super::HEAP_LIMIT * (super::MAX_RUNS + 3)) {
+            let key = random();
+            q.push(key);
+            reference.push(key);
+            if round % 3 == 0 {
+                assert_eq!(q.peek(), reference.peek().copied());
+                assert_eq!(q.pop(), reference.pop());
+            }
+        }
+        assert!(q.runs.len() <= super::MAX_RUNS);
+        while let Some(want) = reference.pop() {
+            assert_eq!(q.pop(), Some(want));
+        }
+        assert_eq!(q.pop(), None);
     }
 }

@@ -1,123 +1,14 @@
-//! Cache-Directed Sort (CDSort), the function layout of LLVM's `CodeLayout.cpp` (S. Pupyrev; used
-//! by lld's `--call-graph-profile-sort=cdsort` and BOLT's `-reorder-functions=cdsort`), described
-//! with the layout work of "Optimizing Function Layout for Mobile Applications" (Hoag, Lee,
-//! Mestre, Pupyrev, LCTES 2023).
-//!
-//! What: an order of functions. Why: C3 places a callee after its heaviest caller and never
-//! asks where in the caller the call sits or what a merge does to the pages the hot code needs.
-//! CDSort scores every candidate merge with a model of both: a call is cheap when it jumps a short
-//! way (i-cache), and hot code is cheap when it is packed densely (i-TLB).
-//!
-//! Definitions:
-//! - *chain*: a sequence of functions laid out contiguously; at first one chain per function.
-//! - *jump*: a call from a call site (a byte offset in the caller) to the callee's first byte,
-//!   with a weight. With the profile's call sites each site is a jump; call weight without a site
-//!   (profiles that predate sites) is one jump from the middle of the caller, the estimate lld
-//!   uses when it lacks offsets. Self-calls and zero weights are skipped: they say nothing about
-//!   placement.
-//! - *hotness* of a function: the largest of its samples, its incoming and its outgoing jump
-//!   weight, as LLVM adjusts counts: a function seen only on stacks (no self samples) still runs.
-//! - *distance score* of a jump: `weight × distance^-distance_power`, distance in bytes from the
-//!   call site to the callee (at least 1): the likelihood that both still share cached lines
-//!   falls smoothly with distance.
-//! - *frequency score* of a chain: its expected i-TLB misses, `hotness × (1 − p)^cache_entries`,
-//!   where `p` is the share of all hotness that lands on one `cache_page_bytes` page of the
-//!   chain: a dense chain's pages stay cached, a sparse one's are evicted between visits.
-//! - *gain* of merging chains X and Y in one order: the distance score of the jumps between them
-//!   (minus what those jumps score from one end of the hot code to the other), plus
-//!   `frequency_weight` × the misses saved, divided by the smaller chain's size so that short
-//!   chains merge first.
-//!
-//! Steps:
-//! 1. Put every function in a chain of its own.
-//! 2. For every pair of chains joined by jumps, compute the gain of X·Y and of Y·X and keep the
-//!    better; pairs whose merged chain would exceed `max_chain_functions` are not considered
-//!    (the limit keeps the work per merge bounded on huge graphs).
-//! 3. Merge the pair with the largest positive gain and repeat until no pair gains.
-//! 4. Sort the chains by decreasing density (hotness per byte) and concatenate them.
-//!
-//! One difference from LLVM, for speed: after a merge LLVM recomputes at once the gain of every
-//! pair the new chain is part of; here a pair's gain is recomputed when the pair reaches the top
-//! of the queue with a value older than its chains ("lazy greedy"). On a 1 M-function graph that
-//! does a tenth of the work; the two differ only when a merge raises a neighbour's gain, which
-//! then waits in the queue at its old value.
-//!
-//! Ties, so that the same graph always gives the same order: gains are ranked as `f32`, and equal
-//! ones go to the lower edge id (edges are numbered by the ids of the functions they first
-//! joined); when X·Y and Y·X gain the same, the chain with the lower first function leads;
-//! equally dense chains are laid out by their first functions.
+//! CDSort's working state: chains, the edges between them with their jumps, and the model
+//! that scores a merge (see the module above for the definitions and steps).
 
-use serde::Serialize;
-
-use super::queue::{prefetch, MaxQueue};
+use super::{pack, unpack, CdsortParams};
 use crate::graph::{FuncId, Graph};
+use crate::layout::queue::prefetch;
 
-/// CDSort's model, with LLVM's defaults (tuned there on large front-end-bound binaries).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CdsortParams {
-    /// Entries of the modelled i-TLB: a page is a hit while fewer than this many other pages
-    /// were touched since (LLVM: 16).
-    pub cache_entries: u32,
-    /// Bytes one entry covers in that model (LLVM: 2048).
-    pub cache_page_bytes: u64,
-    /// No chain grows past this many functions: bounds the cost of a merge, which is linear
-    /// in the chain's calls (LLVM: 128).
-    pub max_chain_functions: u32,
-    /// How fast a call's locality falls with its distance (LLVM: 0.25).
-    pub distance_power: f64,
-    /// Weight of the i-TLB (frequency) term against the distance term (LLVM: 0.25).
-    pub frequency_weight: f64,
-}
-
-impl Default for CdsortParams {
-    fn default() -> Self {
-        CdsortParams {
-            cache_entries: 16,
-            cache_page_bytes: 2048,
-            max_chain_functions: 128,
-            distance_power: 0.25,
-            frequency_weight: 0.25,
-        }
-    }
-}
-
-pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
-    let mut state = State::new(graph, params);
-    let initial: Vec<u64> = (0..state.edges.len() as u32)
-        .filter_map(|e| state.consider(e))
-        .collect();
-    let mut queue = MaxQueue::new(initial);
-    // A recomputed key that is still the largest is taken at once rather than pushed and
-    // popped again: the same order of merges (on the 1 M-function benchmark graph 266 000 of the
-    // 8.1 M recomputed keys, about 8 % of the time).
-    let mut next = None;
-    while let Some(key) = next.take().or_else(|| queue.pop()) {
-        let (gain, e) = unpack(key);
-        if let Some(top) = queue.peek() {
-            // The next key's edge is a random read of a large array: start it now, so that
-            // it overlaps this key's work (a fifth of the loop's time on 1 M functions).
-            prefetch(&state.edges[unpack(top).1 as usize]);
-        }
-        if state.edges[e as usize].dead {
-            continue; // joined into another edge, or merged along, since it was queued
-        }
-        if state.is_stale(e) {
-            if let Some(fresh) = state.consider(e) {
-                if queue.peek().is_none_or(|top| fresh >= top) {
-                    next = Some(fresh);
-                } else {
-                    queue.push(fresh);
-                }
-            }
-            continue;
-        }
-        if gain <= 0.0 {
-            break; // the best pair loses: no merge gains any more
-        }
-        state.merge(e);
-    }
-    state.into_order()
-}
+/// Keys refreshed together (see [`State::refresh`]).
+pub(super) const REFRESH_BATCH: usize = 16;
+/// How many places ahead a walk over a list of edges prefetches.
+const PREFETCH_DISTANCE: usize = 8;
 
 struct Jump {
     caller: FuncId,
@@ -163,7 +54,7 @@ struct Chain {
 
 const NONE: u32 = u32::MAX;
 
-struct State<'a> {
+pub(super) struct State<'a> {
     params: &'a CdsortParams,
     jumps: Vec<Jump>,
     edges: Vec<Edge>,
@@ -177,6 +68,9 @@ struct State<'a> {
     /// An array rather than a map of chain pairs: a merge looks up every edge of both chains,
     /// and on a 1 M-function graph a map's probes were a fifth of CDSort's time (cache misses).
     edge_to: Vec<u32>,
+    /// The chains `edge_to` holds an edge for, to clear it after the merge (kept for its
+    /// allocation).
+    neighbours: Vec<u32>,
     merges: u32,
     total_hotness: f64,
     /// What a jump scores across the whole hot code: the baseline a merge improves on.
@@ -184,7 +78,7 @@ struct State<'a> {
 }
 
 impl<'a> State<'a> {
-    fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
+    pub(super) fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
         let n = graph.funcs.len();
         let size: Vec<u64> = graph.funcs.iter().map(|f| f.size.max(1)).collect();
         let mut jumps = jumps(graph);
@@ -251,23 +145,75 @@ impl<'a> State<'a> {
                 .collect(),
             adj,
             edge_to: vec![NONE; n],
+            neighbours: Vec::new(),
             merges: 0,
             total_hotness: total_hotness as f64,
             far_score: (hot_bytes.max(1) as f64).powf(-params.distance_power),
         }
     }
 
+    pub(super) fn edge_count(&self) -> u32 {
+        self.edges.len() as u32
+    }
+
+    /// Whether edge `e` was joined into another or merged along.
+    pub(super) fn is_dead(&self, e: u32) -> bool {
+        self.edges[e as usize].dead
+    }
+
+    /// Starts loading edge `e`, to be read soon.
+    pub(super) fn prefetch_edge(&self, e: u32) {
+        prefetch(&self.edges[e as usize]);
+    }
+
     /// Whether a chain of edge `e` changed since its gain was computed.
-    fn is_stale(&self, e: u32) -> bool {
+    pub(super) fn is_stale(&self, e: u32) -> bool {
         let edge = &self.edges[e as usize];
         edge.ends
             .iter()
             .any(|&c| self.chains[c as usize].changed > edge.computed_at)
     }
 
+    /// Drops the keys of dead edges and recomputes the stale ones. Each key's first reads (its
+    /// edge, prefetched as it was popped, then its chains and first jump, then where that jump's
+    /// ends are) are random reads of arrays of hundreds of megabytes on large graphs; started
+    /// for the whole batch one level at a time, they overlap instead of waiting one after
+    /// another. On the 1 M-function benchmark graph, with the queue's sorted runs, this took a
+    /// fifth off cdsort's CPU time.
+    pub(super) fn refresh(&mut self, keys: &mut Vec<u64>) {
+        let edge = |k: &u64| unpack(*k).1 as usize;
+        for k in keys.iter() {
+            let e = &self.edges[edge(k)];
+            prefetch(&self.chains[e.ends[0] as usize]);
+            prefetch(&self.chains[e.ends[1] as usize]);
+            prefetch(&self.jumps[e.head as usize]);
+        }
+        for k in keys.iter() {
+            let jump = &self.jumps[self.edges[edge(k)].head as usize];
+            prefetch(&self.place[jump.caller as usize]);
+            prefetch(&self.place[jump.callee as usize]);
+        }
+        keys.retain_mut(|k| {
+            let e = unpack(*k).1;
+            if self.edges[e as usize].dead {
+                return false;
+            }
+            if !self.is_stale(e) {
+                return true;
+            }
+            match self.consider(e) {
+                Some(fresh) => {
+                    *k = fresh;
+                    true
+                }
+                None => false,
+            }
+        });
+    }
+
     /// Computes the best merge along edge `e` and returns its queue key; none when the merged
     /// chain would be too long (chains only grow, so it never fits later).
-    fn consider(&mut self, e: u32) -> Option<u64> {
+    pub(super) fn consider(&mut self, e: u32) -> Option<u64> {
         let [a, b] = self.edges[e as usize].ends.map(|c| self.chains[c as usize]);
         if a.functions + b.functions > self.params.max_chain_functions {
             return None;
@@ -338,11 +284,11 @@ impl<'a> State<'a> {
     }
 
     /// Merges the two chains of edge `e` in the order last found best.
-    fn merge(&mut self, e: u32) {
+    pub(super) fn merge(&mut self, e: u32) {
         let edge = &self.edges[e as usize];
         let [a, b] = edge.ends;
         let (first, second) = if edge.first_end_leads { (a, b) } else { (b, a) };
-        // The chain with more edges survives, so re-pointing edges costs the smaller side.
+        // The chain with more edges survives: the other's edges are the ones re-pointed.
         let (into, from) = if self.adj[a as usize].len() >= self.adj[b as usize].len() {
             (a, b)
         } else {
@@ -373,13 +319,31 @@ impl<'a> State<'a> {
         // The edge between the two is now inside the chain. Each other edge of `from` joins
         // into's edge to the same neighbour, or is re-pointed at `into`.
         self.edges[e as usize].dead = true;
+        // Both lists are read in order, the edges they name at random: each loop prefetches
+        // the edge a few places ahead so that those reads overlap.
         let mut edges = std::mem::take(&mut self.adj[into as usize]);
-        edges.retain(|&x| !self.edges[x as usize].dead);
-        for &x in &edges {
+        let mut neighbours = std::mem::take(&mut self.neighbours);
+        let mut live = 0;
+        for i in 0..edges.len() {
+            if let Some(&ahead) = edges.get(i + PREFETCH_DISTANCE) {
+                prefetch(&self.edges[ahead as usize]);
+            }
+            let x = edges[i];
+            if self.edges[x as usize].dead {
+                continue;
+            }
             let neighbour = self.neighbour(x, into);
             self.edge_to[neighbour as usize] = x;
+            neighbours.push(neighbour);
+            edges[live] = x;
+            live += 1;
         }
-        for x in std::mem::take(&mut self.adj[from as usize]) {
+        edges.truncate(live);
+        let from_edges = std::mem::take(&mut self.adj[from as usize]);
+        for (i, &x) in from_edges.iter().enumerate() {
+            if let Some(&ahead) = from_edges.get(i + PREFETCH_DISTANCE) {
+                prefetch(&self.edges[ahead as usize]);
+            }
             if self.edges[x as usize].dead {
                 continue;
             }
@@ -392,10 +356,11 @@ impl<'a> State<'a> {
                 onto => self.join_edges(onto, x),
             }
         }
-        for &x in &edges {
-            let neighbour = self.neighbour(x, into);
-            self.edge_to[neighbour as usize] = NONE;
+        for &n in &neighbours {
+            self.edge_to[n as usize] = NONE;
         }
+        neighbours.clear();
+        self.neighbours = neighbours;
         self.adj[into as usize] = edges;
     }
 
@@ -419,7 +384,7 @@ impl<'a> State<'a> {
     }
 
     /// Chains by decreasing density (exact, by cross-multiplication), ties by first function.
-    fn into_order(self) -> Vec<FuncId> {
+    pub(super) fn into_order(self) -> Vec<FuncId> {
         let mut live: Vec<Chain> = (0..self.chains.len())
             .filter(|&c| self.place[self.chains[c].first as usize].chain == c as u32)
             .map(|c| self.chains[c])
@@ -439,28 +404,6 @@ impl<'a> State<'a> {
         }
         order
     }
-}
-
-/// A queue key: the gain as an `f32` mapped to an unsigned integer of the same order, then the
-/// edge, lower ids ranking higher.
-fn pack(gain: f64, e: u32) -> u64 {
-    let bits = (gain as f32).to_bits();
-    let ordered = if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    };
-    (u64::from(ordered) << 32) | u64::from(!e)
-}
-
-fn unpack(key: u64) -> (f32, u32) {
-    let ordered = (key >> 32) as u32;
-    let bits = if ordered >> 31 == 1 {
-        ordered & !(1 << 31)
-    } else {
-        !ordered
-    };
-    (f32::from_bits(bits), !(key as u32))
 }
 
 /// The graph's jumps that say something about placement: self-calls and zero weights do not.
