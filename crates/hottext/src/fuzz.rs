@@ -20,7 +20,7 @@ const LAYOUT_LIMIT: usize = 2_000;
 
 /// The profile reader: what it accepts is written back, read again and written identically;
 /// small graphs are ordered by every algorithm (each order names each function at most once)
-/// and emitted in every linker format.
+/// and emitted in every linker format, and `auto` scores the orders with the layout model.
 pub fn profile(data: &[u8]) -> bool {
     let Ok(graph) = Graph::read(data) else {
         return false;
@@ -54,6 +54,15 @@ pub fn profile(data: &[u8]) -> bool {
                     &mut Vec::new(),
                 );
             }
+        }
+        let choice = layout::auto::choose(&graph, &Params::default(), &mut |_| {});
+        for candidate in &choice.candidates {
+            let score = candidate.score;
+            assert!(
+                (0.0..=1.0).contains(&score),
+                "{}: score {score}",
+                candidate.algorithm
+            );
         }
     }
     true
