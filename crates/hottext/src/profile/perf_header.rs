@@ -164,7 +164,7 @@ fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
         rest = tail;
         Ok(head)
     };
-    let u32_of = |b: &[u8]| u64::from(u32_at(b, 0, big_endian));
+    let u32_of = |b: &[u8]| uint_at(b, 0, 4, big_endian);
     let events = u32_of(take(4, &|| "the number of events".into())?);
     let attr_size = u32_of(take(4, &|| "the attribute size".into())?);
     for i in 0..events {
@@ -179,26 +179,20 @@ fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
 }
 
 fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
-    let b: [u8; 8] = bytes
-        .get(at..at + 8)
-        .and_then(|b| b.try_into().ok())
-        .unwrap_or_default();
-    if big_endian {
-        u64::from_be_bytes(b)
-    } else {
-        u64::from_le_bytes(b)
-    }
+    uint_at(bytes, at, 8, big_endian)
 }
 
-fn u32_at(bytes: &[u8], at: usize, big_endian: bool) -> u32 {
-    let b: [u8; 4] = bytes
-        .get(at..at + 4)
-        .and_then(|b| b.try_into().ok())
-        .unwrap_or_default();
+/// The unsigned integer of `width` bytes (at most 8) at `at`, in the file's byte order; 0 when
+/// the bytes are not all there.
+fn uint_at(bytes: &[u8], at: usize, width: usize, big_endian: bool) -> u64 {
+    let Some(b) = bytes.get(at..at + width) else {
+        return 0;
+    };
+    let push = |value: u64, &byte: &u8| value << 8 | u64::from(byte);
     if big_endian {
-        u32::from_be_bytes(b)
+        b.iter().fold(0, push)
     } else {
-        u32::from_le_bytes(b)
+        b.iter().rev().fold(0, push)
     }
 }
 
