@@ -142,12 +142,12 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// Names a few items of a long list: "a, b, c and 97 more".
-pub fn some_of(items: &[&str], most: usize) -> String {
+pub fn some_of(items: &[impl AsRef<str>], most: usize) -> String {
     let shown = items
         .iter()
         .take(most)
-        .copied()
-        .collect::<Vec<_>>()
+        .map(AsRef::as_ref)
+        .collect::<Vec<&str>>()
         .join(", ");
     match items.len().saturating_sub(most) {
         0 => shown,

@@ -311,6 +311,36 @@ fn renamed_functions_are_matched_by_their_code() {
     assert!(script.contains(".text.handle_alpha"), "{script}");
     let verify = link_with_script(d);
     assert!(verify.status.success(), "{}", stdout(&verify));
+
+    // `order --binary` fits the profile of the old build the same way, once allowed to (it
+    // once dropped the renamed handlers).
+    let out = hottext(
+        &[
+            "order",
+            "svc.profile",
+            "--binary",
+            "base",
+            "--allow-build-id-mismatch",
+            "--format",
+            "ld-script",
+            "-o",
+            "order.ld",
+            "--json",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let renamed: Vec<(String, String)> =
+        serde_json::from_value(json["matched"]["renamed"].clone()).unwrap();
+    assert!(
+        renamed.contains(&("handler_a".into(), "handle_alpha".into())),
+        "{json}"
+    );
+    let ordered = std::fs::read_to_string(d.join("order.ld")).unwrap();
+    for handler in ["handle_alpha", "handle_beta", "handler_c"] {
+        assert!(ordered.contains(&format!(".text.{handler}")), "{ordered}");
+    }
 }
 
 /// The rel32 of the first `call` in `func`.

@@ -43,6 +43,9 @@ fn order(dir: &Path, format: &str, out: &str, extra: &[&str]) -> Output {
         "p.profile",
         "--binary",
         "base",
+        // The order under test is C3's (EXPECTED); the linker inputs are what is tested.
+        "--algorithm",
+        "c3",
         "--format",
         format,
         "-o",

@@ -7,9 +7,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::layout::{auto, Params};
-use hottext::link::{
-    check_entries, emit, is_split_cold_part, markers_object, Entry, ScriptPlacement,
-};
+use hottext::link::{emit, hot_list, markers_object, Entry, ScriptPlacement, UnsafeNames};
 use hottext::pipeline::fetch::{fetch, FetchError};
 use hottext::store::meta::write_atomic;
 use serde::Serialize;
@@ -129,31 +127,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let choice = auto::choose(&f.graph, &params, &mut |_| ());
             let name = choice.algorithm.name();
             eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
-            let (entries, unsafe_names): (Vec<Entry>, Vec<Entry>) = choice
-                .order
-                .iter()
-                .map(|&id| &f.graph.funcs[id as usize])
-                .filter(|func| !is_split_cold_part(&func.name))
-                .map(Entry::from)
-                .partition(|e| check_entries(format, std::slice::from_ref(e)).is_ok());
+            let list = hot_list(&f.graph, &choice.order, format, UnsafeNames::LeaveOut)?;
             // The rematched names are the binary's own; one a linker input cannot carry safely
             // (an assembler symbol with odd characters) stays where it is rather than failing
             // the build.
-            if !unsafe_names.is_empty() {
+            if !list.unsafe_names.is_empty() {
                 // Quoted and escaped: a name from a store must not drive the build log's terminal.
-                let quoted: Vec<String> = unsafe_names
-                    .iter()
-                    .map(|e| format!("{:?}", e.name))
-                    .collect();
-                let names: Vec<&str> = quoted.iter().map(String::as_str).collect();
+                let quoted: Vec<String> =
+                    list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
                 output::warn(format!(
                     "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
-                    names.len(),
-                    output::some_of(&names, 8)
+                    quoted.len(),
+                    output::some_of(&quoted, 8)
                 ));
             }
             (
-                entries,
+                list.entries,
                 format!(
                     "{name} order (chosen by --algorithm auto) of {} ({})",
                     f.meta.object,

@@ -62,6 +62,27 @@ pub struct Binary {
     pub exec_segments: Vec<ExecSegment>,
     /// Every defined symbol's address by name (plain names), for markers and look-ups.
     symbols: NameMap<StatedAddr>,
+    /// The file as read, so that code fingerprints do not read it again.
+    data: FileBytes,
+}
+
+/// A file's bytes, shown by their length (a binary is tens of megabytes).
+struct FileBytes(Vec<u8>);
+
+impl std::fmt::Debug for FileBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+
+/// A profile taken from another build of the binary: its addresses and call sites may mean
+/// other code.
+#[derive(Debug, thiserror::Error)]
+#[error("the profile was taken from build-id {profile}, but {} has build-id {binary}", path.display())]
+pub struct OtherBuild {
+    pub profile: String,
+    pub binary: String,
+    pub path: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,15 +114,16 @@ impl Binary {
             });
         }
         let data = std::fs::read(path).map_err(io)?;
-        Self::parse(path, &data)
+        Self::parse(path, data)
     }
 
-    pub fn parse(path: &Path, data: &[u8]) -> Result<Binary, BinaryError> {
+    /// Parses the ELF file `data`, read from `path`, and keeps its bytes.
+    pub fn parse(path: &Path, data: Vec<u8>) -> Result<Binary, BinaryError> {
         let not_elf = |msg: String| BinaryError::NotElf {
             path: path.into(),
             msg,
         };
-        let file = object::File::parse(data).map_err(|e| not_elf(e.to_string()))?;
+        let file = object::File::parse(&*data).map_err(|e| not_elf(e.to_string()))?;
         if file.format() != object::BinaryFormat::Elf {
             return Err(not_elf(format!("it is {:?}", file.format())));
         }
@@ -164,7 +186,48 @@ impl Binary {
             functions: name_functions(at),
             exec_segments,
             symbols,
+            data: FileBytes(data),
         })
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data.0
+    }
+
+    /// The index in [`Binary::functions`] of the function each name stands for: canonical
+    /// names first, then aliases (an alias two functions share names the first). The one way
+    /// profile names are found in a binary.
+    pub fn index_by_name(&self) -> foldhash::HashMap<&str, usize> {
+        let mut by_name: foldhash::HashMap<&str, usize> = Default::default();
+        by_name.reserve(self.functions.len());
+        for (i, f) in self.functions.iter().enumerate() {
+            by_name.insert(&f.name, i);
+        }
+        for (i, f) in self.functions.iter().enumerate() {
+            for a in &f.aliases {
+                by_name.entry(a).or_insert(i);
+            }
+        }
+        by_name
+    }
+
+    /// Refuses a profile whose `build-id` header names another build than this file's. A
+    /// profile or binary without a build-id cannot be checked and passes.
+    pub fn check_profile_build(&self, profile_build_id: Option<&str>) -> Result<(), OtherBuild> {
+        match (profile_build_id, self.build_id_hex()) {
+            (Some(theirs), Some(ours)) if theirs != ours => Err(OtherBuild {
+                profile: theirs.to_string(),
+                binary: ours,
+                path: self.path.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the profile's `build-id` header is this file's own, known on both sides.
+    pub fn is_build_of(&self, profile_build_id: Option<&str>) -> bool {
+        profile_build_id.is_some() && profile_build_id == self.build_id_hex().as_deref()
     }
 
     pub fn build_id_hex(&self) -> Option<String> {

@@ -9,6 +9,15 @@ use object::{
 use super::{END_SECTION, START_SECTION};
 use crate::binary::{HOT_END, HOT_START, HUGE_PAGE};
 
+/// The architecture hottext was built for: the target of a link when no binary says otherwise.
+pub fn host_architecture() -> Architecture {
+    if cfg!(target_arch = "aarch64") {
+        Architecture::Aarch64
+    } else {
+        Architecture::X86_64
+    }
+}
+
 /// Builds the markers object for `arch` (the target of the binary being linked).
 pub fn markers_object(arch: Architecture) -> Result<Vec<u8>, object::write::Error> {
     let mut obj = Object::new(BinaryFormat::Elf, arch, Endianness::Little);

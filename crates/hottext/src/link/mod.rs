@@ -18,12 +18,16 @@
 //! input section of its own named after it.
 
 mod call_graph_profile;
+mod hot_list;
 mod ld_script;
 mod markers;
+mod ranges;
 
 pub use call_graph_profile::write_call_graph_profile;
+pub use hot_list::{hot_list, HotList, UnsafeNames};
 pub use ld_script::{Alignment, ScriptPlacement};
-pub use markers::markers_object;
+pub use markers::{host_architecture, markers_object};
+pub use ranges::write_ranges;
 
 use std::io::{self, Write};
 

@@ -19,7 +19,6 @@
 //! displacement's width could keep sites a few bytes off: noise to the layout.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use object::{Object, ObjectSection};
 use serde::Serialize;
@@ -49,8 +48,7 @@ impl Fingerprint {
 
 /// Fingerprints of a binary's functions by canonical name.
 pub fn fingerprints(binary: &Binary) -> std::io::Result<HashMap<String, Fingerprint>> {
-    let data = std::fs::read(&binary.path)?;
-    let file = object::File::parse(&*data)
+    let file = object::File::parse(binary.bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let x86_64 = file.architecture() == object::Architecture::X86_64;
     let sections: Vec<_> = file
@@ -160,13 +158,7 @@ pub fn rematch(
     binary: &Binary,
     prints: &HashMap<String, Fingerprint>,
 ) -> (Graph, Matched) {
-    let mut by_name: HashMap<&str, usize> = HashMap::new();
-    for (i, f) in binary.functions.iter().enumerate() {
-        by_name.insert(&f.name, i);
-        for a in &f.aliases {
-            by_name.entry(a).or_insert(i);
-        }
-    }
+    let by_name = binary.index_by_name();
     let mut by_print: HashMap<Fingerprint, Option<usize>> = HashMap::new();
     for (i, f) in binary.functions.iter().enumerate() {
         if let Some(p) = prints.get(&f.name) {
@@ -249,9 +241,7 @@ pub fn rematch(
             b.header(key, value);
         }
     }
-    let same_build = binary
-        .build_id_hex()
-        .is_some_and(|id| profile.header("build-id") == Some(id.as_str()));
+    let same_build = binary.is_build_of(profile.header("build-id"));
     let mut ids = vec![None; profile.funcs.len()];
     // Whether the sites of the profile's function `i` still point into the same code.
     let mut same_code = vec![same_build; profile.funcs.len()];
@@ -287,12 +277,6 @@ pub fn rematch(
     (graph, matched)
 }
 
-/// Convenience for callers that only have a path.
-pub fn fingerprints_of(path: &Path) -> Result<HashMap<String, Fingerprint>, String> {
-    let binary = Binary::open(path).map_err(|e| e.to_string())?;
-    fingerprints(&binary).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,8 +303,11 @@ mod tests {
     }
 
     fn binary(funcs: &[(&str, u64)]) -> Binary {
-        let mut b =
-            Binary::parse(Path::new("self"), &std::fs::read("/proc/self/exe").unwrap()).unwrap();
+        let mut b = Binary::parse(
+            std::path::Path::new("self"),
+            std::fs::read("/proc/self/exe").unwrap(),
+        )
+        .unwrap();
         b.functions = funcs
             .iter()
             .enumerate()

@@ -9,16 +9,20 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
-use hottext::layout::auto::{self, Candidate};
+use hottext::layout::auto;
 use hottext::layout::metrics::{
-    hot_ranges, measure, place_in_order, Metrics, Placement, COMPILED_ALIGNMENT,
+    hot_ranges, measure, place_in_order, Placement, COMPILED_ALIGNMENT,
 };
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
-    emit, is_split_cold_part, markers_object, write_call_graph_profile, Alignment, EmitError,
-    Entry, ScriptPlacement,
+    emit, host_architecture, hot_list, markers_object, write_call_graph_profile, write_ranges,
+    Alignment, EmitError, ScriptPlacement, UnsafeNames,
 };
-use serde::Serialize;
+use hottext::pipeline::rematch::{fingerprints, rematch, Matched};
+
+mod report;
+
+use report::{print_summary, Range, Summary};
 
 use super::FormatArg;
 use crate::output;
@@ -34,8 +38,10 @@ use crate::output;
 /// LD_PRELOAD library (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
 /// `lld-cgprofile` writes the call edges for lld to order by itself.
 ///
-/// With --binary, profile functions the binary lacks are named in a warning and left out, and the
-/// layout's figures are shown next to those of the binary's current (address) order.
+/// With --binary, the profile is fitted to the binary as `hottext fetch` fits it: functions are
+/// found by name or alias, and by a hash of their code where the name changed; those the binary
+/// lacks are named in a warning and left out. The layout's figures are shown next to those of
+/// the binary's current (address) order.
 ///
 /// Examples:
 ///   hottext order server.profile --binary ./server --format ld-script -o hot.ld
@@ -100,49 +106,32 @@ enum AlgorithmArg {
     Cdsort,
 }
 
-/// The JSON document. `ranges` and `lld-cgprofile` write no order of ours: they have no
-/// algorithm, params or ordered figures, and `ranges` has its ranges.
-#[derive(Serialize)]
-struct Summary<'a> {
-    format: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    algorithm: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Params>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    alignment: Option<Alignment>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    functions_ordered: Option<usize>,
-    functions_missing_in_binary: Vec<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ordered: Option<Metrics>,
-    current: Option<Metrics>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ranges: Option<Vec<Range>>,
-    /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    candidates: Option<Vec<Candidate>>,
-}
-
-#[derive(Serialize)]
-struct Range {
-    start: u64,
-    end: u64,
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json && args.output.is_none() {
         bail!("--json prints the figures on stdout; give -o FILE for the order");
     }
     let file = File::open(&args.profile)
         .with_context(|| format!("cannot open profile {}", args.profile.display()))?;
-    let graph = Graph::read(BufReader::with_capacity(1 << 20, file))
+    let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("cannot read profile {}", args.profile.display()))?;
 
     let binary = args.binary.as_deref().map(Binary::open).transpose()?;
-    if let Some(bin) = &binary {
-        check_build_id(&graph, bin, args.allow_build_id_mismatch)?;
-    }
+    // With the binary, the profile fitted to it (as `fetch` does): the binary's names, the
+    // functions it lacks left out.
+    let (graph, matched) = match &binary {
+        Some(bin) => {
+            let profile_funcs = profile.funcs.len();
+            let (graph, matched) = fit_to_binary(profile, bin, args.allow_build_id_mismatch)?;
+            if graph.funcs.is_empty() {
+                bail!(
+                    "none of the profile's {profile_funcs} functions is in {}: the profile is from another program",
+                    bin.path.display()
+                );
+            }
+            (graph, Some(matched))
+        }
+        None => (profile, None),
+    };
 
     let mut params = Params::default();
     params.c3.merge_threshold = args.merge_threshold;
@@ -172,44 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         AlgorithmArg::Cdsort => (order(&graph, Algorithm::Cdsort, &params), "cdsort", None),
     };
 
-    // Functions the binary lacks are named, then left out of the linker input.
-    // So are the parts GCC split off as unlikely (`foo.cold`): see `is_split_cold_part`.
     let addresses = binary.as_ref().map(|b| addresses_by_name(&graph, b));
-    let mut missing = Vec::new();
-    let mut split_cold = Vec::new();
-    let mut kept: Vec<FuncId> = Vec::with_capacity(ordered.len());
-    for &f in &ordered {
-        let name = graph.funcs[f as usize].name.as_str();
-        match &addresses {
-            Some(at) if at[f as usize].is_none() => missing.push(name),
-            _ if is_split_cold_part(name) => split_cold.push(name),
-            _ => kept.push(f),
-        }
-    }
-    if kept.is_empty() {
-        bail!(
-            "none of the profile's {} functions is in {}: the profile is from another program",
-            graph.funcs.len(),
-            args.binary.as_deref().unwrap_or(&args.profile).display()
-        );
-    }
-    if !missing.is_empty() {
-        output::warn(format!(
-            "{} of the profile's {} functions are not in the binary and are left out: {}",
-            missing.len(),
-            graph.funcs.len(),
-            output::some_of(&missing, 8)
-        ));
-    }
-
-    if !split_cold.is_empty() {
-        eprintln!(
-            "hottext: {} parts GCC split off as unlikely stay out of the hot range: {}",
-            split_cold.len(),
-            output::some_of(&split_cold, 8)
-        );
-    }
-
     let mut summary = Summary {
         format: args
             .format
@@ -219,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         params: None,
         alignment: None,
         functions_ordered: None,
-        functions_missing_in_binary: missing,
+        matched: matched.as_ref(),
         ordered: None,
         current: addresses.as_ref().map(|at| measure(&graph, at)),
         ranges: None,
@@ -229,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.format == FormatArg::LldCgprofile {
             write_cgprofile(&args, &graph, addresses.as_ref())?;
         } else {
-            summary.ranges = Some(write_ranges(
+            summary.ranges = Some(write_hot_ranges(
                 &args,
                 &graph,
                 binary.as_ref(),
@@ -241,37 +193,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    // With the binary, only names it has reach the linker: an alias the profile claims but
-    // the binary lacks is dropped, whatever it says.
-    let known: Option<foldhash::HashSet<&str>> = binary.as_ref().map(|b| {
-        b.functions
-            .iter()
-            .flat_map(|f| std::iter::once(&f.name).chain(&f.aliases))
-            .map(|n| symbol_of(n))
-            .collect()
-    });
-    let aliases: Vec<Vec<String>> = kept
-        .iter()
-        .map(|&f| {
-            let all = &graph.funcs[f as usize].aliases;
-            match &known {
-                Some(known) => all
-                    .iter()
-                    .filter(|a| known.contains(symbol_of(a)))
-                    .cloned()
-                    .collect(),
-                None => all.clone(),
-            }
-        })
-        .collect();
-    let entries: Vec<Entry> = kept
-        .iter()
-        .zip(&aliases)
-        .map(|(&f, aliases)| Entry {
-            aliases,
-            ..Entry::from(&graph.funcs[f as usize])
-        })
-        .collect();
+    let list = hot_list(&graph, &ordered, format, UnsafeNames::Refuse)
+        .map_err(|e| with_profile_line(e, &args.profile))?;
+    if !list.split_cold.is_empty() {
+        eprintln!(
+            "hottext: {} parts GCC split off as unlikely stay out of the hot range: {}",
+            list.split_cold.len(),
+            output::some_of(&list.split_cold, 8)
+        );
+    }
+    if list.kept.is_empty() {
+        bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
+    }
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
             bail!(
@@ -306,11 +239,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
     // Written in memory first, as fetch does: a refused name leaves no file behind.
     let mut text = Vec::new();
-    emit(format, &entries, placement, &origin, &mut text)
+    emit(format, &list.entries, placement, &origin, &mut text)
         .map_err(|e| with_profile_line(e, &args.profile))?;
     write_output(args.output.as_deref(), |out| out.write_all(&text))?;
     if let Some(path) = &args.markers {
-        let arch = binary.as_ref().map_or(host_arch(), |b| b.architecture);
+        let arch = binary
+            .as_ref()
+            .map_or_else(host_architecture, |b| b.architecture);
         let bytes = markers_object(arch).context("cannot build the markers object")?;
         std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     } else if format.needs_markers_object() {
@@ -321,10 +256,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     summary.candidates = candidates;
     summary.params = Some(&params);
     summary.alignment = Some(alignment);
-    summary.functions_ordered = Some(kept.len());
+    summary.functions_ordered = Some(list.kept.len());
     summary.ordered = Some(measure(
         &graph,
-        &place_in_order(&graph, &kept, COMPILED_ALIGNMENT),
+        &place_in_order(&graph, &list.kept, COMPILED_ALIGNMENT),
     ));
     if args.json {
         output::json(&summary)?;
@@ -360,7 +295,7 @@ fn write_output(
 }
 
 /// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
-fn write_ranges(
+fn write_hot_ranges(
     args: &Args,
     graph: &Graph,
     binary: Option<&Binary>,
@@ -370,15 +305,11 @@ fn write_ranges(
         bail!("--format ranges lists addresses of a binary: give --binary BIN");
     };
     let ranges = hot_ranges(graph, at, args.max_huge_pages);
-    let mut text = String::new();
     // The preload library refuses a ranges file made for another build.
-    if let Some(id) = binary.build_id_hex() {
-        text.push_str(&format!("# build-id: {id}\n"));
-    }
-    for (start, end) in &ranges {
-        text.push_str(&format!("{start:#x} {end:#x}\n"));
-    }
-    write_output(args.output.as_deref(), |out| out.write_all(text.as_bytes()))?;
+    let build_id = binary.build_id_hex();
+    write_output(args.output.as_deref(), |out| {
+        write_ranges(build_id.as_deref(), &ranges, out)
+    })?;
     let pages: u64 = ranges.iter().map(|(s, e)| (e - s) / HUGE_PAGE).sum();
     if !args.json {
         eprintln!(
@@ -392,43 +323,56 @@ fn write_ranges(
         .collect())
 }
 
-fn check_build_id(graph: &Graph, binary: &Binary, allow: bool) -> anyhow::Result<()> {
-    let (Some(theirs), Some(ours)) = (graph.header("build-id"), binary.build_id_hex()) else {
-        return Ok(());
-    };
-    if theirs == ours {
-        return Ok(());
-    }
-    let msg = format!(
-        "the profile was taken from build-id {theirs}, but {} has build-id {ours}",
-        binary.path.display()
-    );
-    if allow {
+/// The profile fitted to `binary` (see `pipeline::rematch`), after its build-id check, with
+/// warnings for what did not match.
+fn fit_to_binary(
+    profile: Graph,
+    binary: &Binary,
+    allow_other_build: bool,
+) -> anyhow::Result<(Graph, Matched)> {
+    if let Err(other) = binary.check_profile_build(profile.header("build-id")) {
+        if !allow_other_build {
+            bail!("{other}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway");
+        }
         output::warn(format!(
-            "{msg}; using it anyway (--allow-build-id-mismatch)"
+            "{other}; using it anyway (--allow-build-id-mismatch)"
         ));
-        Ok(())
-    } else {
-        bail!("{msg}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway")
     }
+    let prints = fingerprints(binary)
+        .with_context(|| format!("cannot read the code of {}", binary.path.display()))?;
+    let (graph, matched) = rematch(&profile, binary, &prints);
+    if !matched.unmatched.is_empty() {
+        output::warn(format!(
+            "{} of the profile's sampled functions are not in the binary and are left out: {}",
+            matched.unmatched.len(),
+            output::some_of(&matched.unmatched, 8)
+        ));
+    }
+    if !matched.renamed.is_empty() {
+        let renamed: Vec<String> = matched
+            .renamed
+            .iter()
+            .map(|(old, new)| format!("{old} -> {new}"))
+            .collect();
+        eprintln!(
+            "hottext: {} functions found by their code under a new name: {}",
+            renamed.len(),
+            output::some_of(&renamed, 8)
+        );
+    }
+    Ok((graph, matched))
 }
 
-/// Where each profile function sits in the binary now, matched by name or alias.
+/// Where each function of a graph fitted to `binary` sits in it now.
 fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
-    let mut by_name: foldhash::HashMap<&str, u64> = Default::default();
-    for f in &binary.functions {
-        by_name.insert(&f.name, f.start.0);
-        for a in &f.aliases {
-            by_name.entry(a).or_insert(f.start.0);
-        }
-    }
+    let index = binary.index_by_name();
     graph
         .funcs
         .iter()
         .map(|f| {
-            std::iter::once(&f.name)
-                .chain(&f.aliases)
-                .find_map(|n| by_name.get(n.as_str()).copied())
+            index
+                .get(f.name.as_str())
+                .map(|&i| binary.functions[i].start.0)
         })
         .collect()
 }
@@ -445,91 +389,4 @@ fn with_profile_line(e: EmitError, profile: &Path) -> anyhow::Error {
         Some(n) => anyhow::Error::new(e).context(format!("{}, line {n}", profile.display())),
         None => anyhow::Error::new(e).context(format!("{}", profile.display())),
     }
-}
-
-fn host_arch() -> object::Architecture {
-    if cfg!(target_arch = "aarch64") {
-        object::Architecture::Aarch64
-    } else {
-        object::Architecture::X86_64
-    }
-}
-
-/// A table row: its label and how to show a layout's figure.
-type Row = (&'static str, fn(&Metrics) -> String);
-
-fn print_summary(s: &Summary) -> anyhow::Result<()> {
-    // The order itself may be on stdout, so the figures go to stderr.
-    let mut err = std::io::stderr().lock();
-    let algorithm = s.algorithm.unwrap_or("?");
-    writeln!(
-        err,
-        "hottext: ordered {} functions with {algorithm}",
-        s.functions_ordered.unwrap_or(0)
-    )?;
-    let rows: [Row; 9] = [
-        ("hot functions", |m| m.hot_functions.to_string()),
-        ("hot bytes", |m| output::bytes(m.hot_bytes)),
-        ("hot span", |m| output::bytes(m.hot_span_bytes)),
-        ("4 KiB pages for 99% of samples", |m| {
-            m.pages_4k_99.to_string()
-        }),
-        ("2 MiB pages for 99% of samples", |m| {
-            m.pages_2m_99.to_string()
-        }),
-        ("call weight within 64 B", |m| {
-            format!("{:.1}%", 100.0 * m.calls_within_64b)
-        }),
-        ("call weight on its 4 KiB page", |m| {
-            format!("{:.1}%", 100.0 * m.calls_within_4k)
-        }),
-        ("call weight within 2 MiB", |m| {
-            format!("{:.1}%", 100.0 * m.calls_within_2m)
-        }),
-        ("weighted call distance", |m| {
-            m.weighted_call_distance.to_string()
-        }),
-    ];
-    if let Some(candidates) = &s.candidates {
-        print_candidates(&mut err, candidates)?;
-    }
-    let Some(ordered) = &s.ordered else {
-        return Ok(());
-    };
-    match &s.current {
-        Some(cur) => {
-            writeln!(err, "  {:<32} {:>14} {:>14}", "", "current", algorithm)?;
-            for (label, f) in rows {
-                writeln!(err, "  {label:<32} {:>14} {:>14}", f(cur), f(ordered))?;
-            }
-        }
-        None => {
-            for (label, f) in rows {
-                writeln!(err, "  {label:<32} {:>14}", f(ordered))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `--algorithm auto`'s table: each algorithm's modelled figures, the chosen one marked.
-fn print_candidates(err: &mut impl Write, candidates: &[Candidate]) -> std::io::Result<()> {
-    writeln!(
-        err,
-        "  --algorithm auto (modelled):  {:>18} {:>14} {:>16}",
-        "calls leaving page", "L1i overflow", "4 KiB pages 99%"
-    )?;
-    for c in candidates {
-        let mark = if c.chosen { "chosen" } else { "" };
-        writeln!(
-            err,
-            "  {:>8} {:<20} {:>18} {:>14} {:>16}",
-            mark,
-            c.algorithm,
-            format!("{:.1}%", 100.0 * c.score),
-            format!("{:.2}%", 100.0 * c.metrics.icache_overflow),
-            c.metrics.pages_4k_99
-        )?;
-    }
-    Ok(())
 }

@@ -1,0 +1,123 @@
+//! What `hottext order` reports: the JSON document and the table on stderr.
+
+use std::io::Write;
+
+use hottext::layout::auto::Candidate;
+use hottext::layout::metrics::Metrics;
+use hottext::layout::Params;
+use hottext::link::Alignment;
+use hottext::pipeline::rematch::Matched;
+use serde::Serialize;
+
+use crate::output;
+
+/// The JSON document. `ranges` and `lld-cgprofile` write no order of ours: they have no
+/// algorithm, params or ordered figures, and `ranges` has its ranges.
+#[derive(Serialize)]
+pub(super) struct Summary<'a> {
+    pub(super) format: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) algorithm: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) params: Option<&'a Params>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) alignment: Option<Alignment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) functions_ordered: Option<usize>,
+    /// With --binary: how the profile's weight matched the binary (names missing, renamed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) matched: Option<&'a Matched>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) ordered: Option<Metrics>,
+    pub(super) current: Option<Metrics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) ranges: Option<Vec<Range>>,
+    /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) candidates: Option<Vec<Candidate>>,
+}
+
+#[derive(Serialize)]
+pub(super) struct Range {
+    pub(super) start: u64,
+    pub(super) end: u64,
+}
+
+/// A table row: its label and how to show a layout's figure.
+type Row = (&'static str, fn(&Metrics) -> String);
+
+pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
+    // The order itself may be on stdout, so the figures go to stderr.
+    let mut err = std::io::stderr().lock();
+    let algorithm = s.algorithm.unwrap_or("?");
+    writeln!(
+        err,
+        "hottext: ordered {} functions with {algorithm}",
+        s.functions_ordered.unwrap_or(0)
+    )?;
+    let rows: [Row; 9] = [
+        ("hot functions", |m| m.hot_functions.to_string()),
+        ("hot bytes", |m| output::bytes(m.hot_bytes)),
+        ("hot span", |m| output::bytes(m.hot_span_bytes)),
+        ("4 KiB pages for 99% of samples", |m| {
+            m.pages_4k_99.to_string()
+        }),
+        ("2 MiB pages for 99% of samples", |m| {
+            m.pages_2m_99.to_string()
+        }),
+        ("call weight within 64 B", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_64b)
+        }),
+        ("call weight on its 4 KiB page", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_4k)
+        }),
+        ("call weight within 2 MiB", |m| {
+            format!("{:.1}%", 100.0 * m.calls_within_2m)
+        }),
+        ("weighted call distance", |m| {
+            m.weighted_call_distance.to_string()
+        }),
+    ];
+    if let Some(candidates) = &s.candidates {
+        print_candidates(&mut err, candidates)?;
+    }
+    let Some(ordered) = &s.ordered else {
+        return Ok(());
+    };
+    match &s.current {
+        Some(cur) => {
+            writeln!(err, "  {:<32} {:>14} {:>14}", "", "current", algorithm)?;
+            for (label, f) in rows {
+                writeln!(err, "  {label:<32} {:>14} {:>14}", f(cur), f(ordered))?;
+            }
+        }
+        None => {
+            for (label, f) in rows {
+                writeln!(err, "  {label:<32} {:>14}", f(ordered))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--algorithm auto`'s table: each algorithm's modelled figures, the chosen one marked.
+fn print_candidates(err: &mut impl Write, candidates: &[Candidate]) -> std::io::Result<()> {
+    writeln!(
+        err,
+        "  --algorithm auto (modelled):  {:>18} {:>14} {:>16}",
+        "calls leaving page", "L1i overflow", "4 KiB pages 99%"
+    )?;
+    for c in candidates {
+        let mark = if c.chosen { "chosen" } else { "" };
+        writeln!(
+            err,
+            "  {:>8} {:<20} {:>18} {:>14} {:>16}",
+            mark,
+            c.algorithm,
+            format!("{:.1}%", 100.0 * c.score),
+            format!("{:.2}%", 100.0 * c.metrics.icache_overflow),
+            c.metrics.pages_4k_99
+        )?;
+    }
+    Ok(())
+}

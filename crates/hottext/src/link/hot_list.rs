@@ -1,0 +1,113 @@
+//! Which functions of an order reach the linker input. `order` and `fetch` both come through
+//! here, so a function is left out for the same reasons in both.
+//!
+//! Left out, in this order of precedence:
+//! - parts GCC split off as unlikely (`foo.cold`, see [`is_split_cold_part`]);
+//! - names the format cannot carry safely ([`check_entries`]): refused as an error, or left out
+//!   where a build must go on ([`UnsafeNames`]).
+//!
+//! Functions a binary lacks never get here: with a binary the graph is first rematched to it
+//! (`pipeline::rematch`), which keeps only what the binary has, under the binary's names.
+
+use super::{check_entries, is_split_cold_part, EmitError, Entry, Format};
+use crate::graph::{FuncId, Graph};
+
+/// What to do with a name the linker input cannot carry safely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnsafeNames {
+    /// Fail, naming it: `order`, where a person reads the error and the profile is theirs.
+    Refuse,
+    /// Leave the function where the compiler put it: `fetch`, where the build must go on and
+    /// the names are the binary's own.
+    LeaveOut,
+}
+
+/// The linker input's functions, and those left out.
+#[derive(Debug)]
+pub struct HotList<'g> {
+    /// What the linker input lists, in order.
+    pub entries: Vec<Entry<'g>>,
+    /// The graph's ids of `entries`, in the same order.
+    pub kept: Vec<FuncId>,
+    /// Parts GCC split off as unlikely.
+    pub split_cold: Vec<&'g str>,
+    /// Names the format cannot carry safely (only with [`UnsafeNames::LeaveOut`]).
+    pub unsafe_names: Vec<&'g str>,
+}
+
+/// The functions of `order` that `format` will list.
+pub fn hot_list<'g>(
+    graph: &'g Graph,
+    order: &[FuncId],
+    format: Format,
+    unsafe_names: UnsafeNames,
+) -> Result<HotList<'g>, EmitError> {
+    let mut list = HotList {
+        entries: Vec::with_capacity(order.len()),
+        kept: Vec::with_capacity(order.len()),
+        split_cold: Vec::new(),
+        unsafe_names: Vec::new(),
+    };
+    for &f in order {
+        let func = &graph.funcs[f as usize];
+        if is_split_cold_part(&func.name) {
+            list.split_cold.push(&func.name);
+            continue;
+        }
+        let entry = Entry::from(func);
+        if let Err(e) = check_entries(format, std::slice::from_ref(&entry)) {
+            match unsafe_names {
+                UnsafeNames::Refuse => return Err(e),
+                UnsafeNames::LeaveOut => {
+                    list.unsafe_names.push(&func.name);
+                    continue;
+                }
+            }
+        }
+        list.entries.push(entry);
+        list.kept.push(f);
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Func;
+
+    fn graph(names: &[&str]) -> Graph {
+        let mut g = Graph::default();
+        for name in names {
+            g.funcs.push(Func {
+                name: name.to_string(),
+                size: 16,
+                samples: 1,
+                aliases: vec![],
+            });
+        }
+        g
+    }
+
+    #[test]
+    fn split_cold_parts_stay_out_in_order_of_the_rest() {
+        let g = graph(&["main", "f.cold", "g", "h.cold.2"]);
+        let list = hot_list(&g, &[2, 1, 0, 3], Format::LdScript, UnsafeNames::Refuse).unwrap();
+        assert_eq!(list.kept, [2, 0]);
+        let names: Vec<&str> = list.entries.iter().map(|e| e.name).collect();
+        assert_eq!(names, ["g", "main"]);
+        assert_eq!(list.split_cold, ["f.cold", "h.cold.2"]);
+    }
+
+    #[test]
+    fn an_unsafe_name_is_refused_or_left_out_as_asked() {
+        let g = graph(&["main", "x)}evil", "g"]);
+        let err = hot_list(&g, &[0, 1, 2], Format::LdScript, UnsafeNames::Refuse).unwrap_err();
+        assert_eq!(err.name(), Some("x)}evil"));
+        let list = hot_list(&g, &[0, 1, 2], Format::LdScript, UnsafeNames::LeaveOut).unwrap();
+        assert_eq!(list.kept, [0, 2]);
+        assert_eq!(list.unsafe_names, ["x)}evil"]);
+        // A plain list takes any name without whitespace or control characters.
+        let list = hot_list(&g, &[0, 1, 2], Format::List, UnsafeNames::Refuse).unwrap();
+        assert_eq!(list.kept, [0, 1, 2]);
+    }
+}
