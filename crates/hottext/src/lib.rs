@@ -25,13 +25,13 @@
 //! ```
 
 pub mod binary;
-pub mod cpus;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod graph;
 pub mod layout;
 pub mod link;
 pub mod measure;
+pub mod os;
 pub mod pipeline;
 pub mod profile;
 pub mod store;

@@ -4,12 +4,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use hottext::cpus;
 use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::simulate::compare::SimConfig;
 use hottext::measure::stats::{Better, MIN_ROUNDS};
+use hottext::os::cpus;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::stat::{event_parameters, number, with_unit};

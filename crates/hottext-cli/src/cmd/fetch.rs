@@ -8,8 +8,8 @@ use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::layout::{auto, Params};
 use hottext::link::{emit, hot_list, markers_object, Entry, ScriptPlacement, UnsafeNames};
+use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
-use hottext::store::meta::write_atomic;
 use serde::Serialize;
 
 use super::FormatArg;

@@ -184,7 +184,7 @@ fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot find {}", args.config.display()))?;
     let config = Config::read(&config_path)?;
     let exe = std::env::current_exe().context("cannot tell where the hottext binary is")?;
-    let units = schedule::weekly(&config.service.name, &exe, &config_path);
+    let units = schedule::weekly(&config.service.name, &exe, &config_path)?;
     let written = schedule::write(&units, &args.unit_dir)?;
     for path in &written {
         eprintln!("hottext: wrote {}", path.display());

@@ -99,8 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|w| w.to_str())
             .collect::<Option<_>>()
             .context("--simulate runs a shell line: a word of the command is not UTF-8")?;
-        let command = shlex::try_join(words.iter().copied())
-            .context("a word of the command holds a NUL byte")?;
+        let command = hottext::os::shell::join(words.iter().copied());
         return super::simulate::run_stat(
             &command,
             args.baseline.as_deref(),

@@ -245,7 +245,7 @@ fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     match &args.output {
-        Some(path) => hottext::store::meta::write_atomic(path, &bytes)
+        Some(path) => hottext::os::files::write_atomic(path, &bytes)
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => {
             use std::io::Write;

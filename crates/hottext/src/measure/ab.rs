@@ -29,7 +29,7 @@ use super::run::{run_captured, Captured, ExitFile};
 use super::server::Server;
 use super::stats::{self, Better, Comparison, MIN_ROUNDS};
 use super::MeasureError;
-use crate::cpus::{self, CpuSet};
+use crate::os::cpus::{self, CpuSet};
 
 /// An interval wider than this (half-width relative to the median) is called noisy.
 pub const NOISY_HALF_WIDTH: f64 = 0.05;

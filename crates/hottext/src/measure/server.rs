@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::run::{run_captured, signal_group};
 use super::MeasureError;
-use crate::cpus::{self, CpuSet};
+use crate::os::cpus::{self, CpuSet};
+use crate::os::proc::{clock_ticks_per_second, processes, tree, ProcStat};
 
 /// Between two runs of the ready command.
 const READY_POLL: Duration = Duration::from_millis(100);
@@ -142,7 +143,10 @@ impl Server {
     /// CPU seconds the server's process tree has used so far.
     pub fn cpu_seconds(&self) -> f64 {
         let all = processes();
-        let ticks: u64 = tree(&all, self.pid()).iter().map(|p| p.cpu_ticks).sum();
+        let ticks: u64 = tree(&all, self.pid())
+            .iter()
+            .map(ProcStat::ticks_with_reaped_children)
+            .sum();
         ticks as f64 / clock_ticks_per_second()
     }
 
@@ -205,76 +209,6 @@ fn signal_all(pids: &[i32], signal: libc::c_int) {
     }
 }
 
-/// One line of `/proc/PID/stat`, the fields we use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ProcStat {
-    pub pid: i32,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub state: char,
-    /// utime + stime + cutime + cstime, in clock ticks.
-    pub cpu_ticks: u64,
-}
-
-/// Parses `/proc/PID/stat`. The command name may hold spaces and parentheses, so the fields
-/// are counted from the last ')'.
-pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
-    let (head, rest) = line.rsplit_once(')')?;
-    let pid = head.split_whitespace().next()?.parse().ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some(ProcStat {
-        pid,
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        // Fields 14–17 of proc(5); `rest` starts at field 3.
-        cpu_ticks: num(11)? + num(12)? + num(13)? + num(14)?,
-    })
-}
-
-/// Every process now (those that exit while we read are skipped).
-pub(crate) fn processes() -> Vec<ProcStat> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let name = e.ok()?.file_name();
-        let pid: i32 = name.to_str()?.parse().ok()?;
-        parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-    })
-    .collect()
-}
-
-/// `root`, its descendants, and the members of its process group.
-pub(crate) fn tree(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
-    let mut inside: Vec<i32> = vec![root];
-    let mut i = 0;
-    while i < inside.len() {
-        let parent = inside[i];
-        for p in all {
-            if p.ppid == parent && !inside.contains(&p.pid) {
-                inside.push(p.pid);
-            }
-        }
-        i += 1;
-    }
-    all.iter()
-        .filter(|p| inside.contains(&p.pid) || p.pgrp == root)
-        .cloned()
-        .collect()
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,38 +217,6 @@ mod tests {
         cpus::own().unwrap().iter().collect()
     }
     use crate::measure::cancel;
-
-    #[test]
-    fn stat_line_with_a_strange_name() {
-        let line = "4242 (my (odd) server) S 4200 4242 1947 0 -1 4194304 101 0 0 0 \
-                    150 30 7 3 20 0 1 0 184244 3133440 418";
-        let p = parse_stat(line).unwrap();
-        assert_eq!((p.pid, p.ppid, p.pgrp, p.state), (4242, 4200, 4242, 'S'));
-        assert_eq!(p.cpu_ticks, 150 + 30 + 7 + 3);
-        assert!(parse_stat("garbage").is_none());
-    }
-
-    #[test]
-    fn tree_follows_parents_and_the_group() {
-        let p = |pid, ppid, pgrp| ProcStat {
-            pid,
-            ppid,
-            pgrp,
-            state: 'S',
-            cpu_ticks: 1,
-        };
-        let all = [
-            p(1, 0, 1),
-            p(10, 1, 10),
-            p(11, 10, 10),
-            p(12, 11, 12), // left the group, still a descendant
-            p(13, 1, 10),  // reparented, still in the group
-            p(20, 1, 20),
-        ];
-        let mut pids: Vec<i32> = tree(&all, 10).iter().map(|p| p.pid).collect();
-        pids.sort();
-        assert_eq!(pids, [10, 11, 12, 13]);
-    }
 
     #[test]
     fn start_ready_stop_leaves_nothing() {

@@ -210,7 +210,7 @@ impl Repo {
             std::fs::create_dir_all(dir)
                 .map_err(|e| self.failed("(write the meta file)", e.to_string()))?;
         }
-        crate::store::meta::write_atomic(&full, content.as_bytes())
+        crate::os::files::write_atomic(&full, content.as_bytes())
             .map_err(|e| self.failed("(write the meta file)", e.to_string()))?;
         self.git(["update-index", "--add", "--", &git_path(path)])
             .map(|_| ())

@@ -6,6 +6,8 @@ use std::process::Command;
 
 use serde::Serialize;
 
+use crate::os::shell;
+
 /// Where systemd reads the units that an administrator installs.
 pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
 
@@ -21,10 +23,23 @@ pub struct Units {
 }
 
 /// Units that run `hottext pipeline run --config CONFIG` weekly. Both paths should be absolute.
-pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Units {
+/// A path that no unit file or crontab line can hold (a newline, a control character, not
+/// UTF-8) is refused.
+pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Result<Units, ScheduleError> {
     let name = format!("hottext-pipeline-{service}");
-    let command = format!("{} pipeline run --config {}", quote(hottext), quote(config));
-    let dir = config.parent().unwrap_or(Path::new("/"));
+    let (hottext, config) = (line_safe(hottext)?, line_safe(config)?);
+    if hottext.contains(['\'', '"', '\\']) {
+        return Err(ScheduleError::UnsafePath {
+            path: hottext.into(),
+            why: "systemd runs no executable whose path holds a quote or a backslash".into(),
+        });
+    }
+    let args = ["pipeline", "run", "--config", config];
+    let command = std::iter::once(systemd_word(hottext, false))
+        .chain(args.iter().map(|a| systemd_word(a, true)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dir = Path::new(config).parent().unwrap_or(Path::new("/"));
     let unit_service = format!(
         "[Unit]\n\
          Description=hottext: refresh the hot-text profile of {service}\n\
@@ -37,7 +52,8 @@ pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Units {
          ExecStart={command}\n\
          # perf needs root, or CAP_PERFMON with kernel.perf_event_paranoid lowered.\n\
          Nice=10\n",
-        dir.display()
+        // The rest of the line is the path; only specifiers are expanded.
+        dir.display().to_string().replace('%', "%%")
     );
     let unit_timer = format!(
         "[Unit]\n\
@@ -52,22 +68,46 @@ pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Units {
          [Install]\n\
          WantedBy=timers.target\n"
     );
-    Units {
+    // cron hands the line to `sh`, but first reads an unescaped `%` as a newline.
+    let shell_line = shell::join(std::iter::once(hottext).chain(args));
+    Ok(Units {
         name,
         service: unit_service,
         timer: unit_timer,
-        cron: format!("0 3 * * 1 {command}"),
-    }
+        cron: format!("0 3 * * 1 {}", shell_line.replace('%', "\\%")),
+    })
 }
 
-/// Paths in unit files and crontabs: quote what a shell or systemd would split.
-fn quote(path: &Path) -> String {
-    let s = path.display().to_string();
-    if s.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
-        format!("\"{}\"", s.replace('"', "\\\""))
-    } else {
-        s
+/// `path` as text that fits on one line of a unit file or crontab.
+fn line_safe(path: &Path) -> Result<&str, ScheduleError> {
+    let unsafe_path = |why: &str| ScheduleError::UnsafePath {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    let text = path
+        .to_str()
+        .ok_or_else(|| unsafe_path("it is not UTF-8"))?;
+    if text.chars().any(char::is_control) {
+        return Err(unsafe_path(
+            "it holds a newline or another control character",
+        ));
     }
+    Ok(text)
+}
+
+/// One word of a systemd command line (systemd.service(5), "Command lines"): in double quotes
+/// with C escapes when it holds anything but plain characters, `%` doubled (specifiers) and,
+/// in an argument, `$` doubled (variables; the executable's path is not expanded).
+fn systemd_word(word: &str, argument: bool) -> String {
+    let mut out = word.replace('%', "%%");
+    if argument {
+        out = out.replace('$', "$$");
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%$".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return out;
+    }
+    format!("\"{}\"", out.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Whether systemd manages this machine (its own test, as `sd_booted()` does).
@@ -83,6 +123,8 @@ pub enum ScheduleError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot schedule the pipeline with the path {path:?}: {why}; move it to a plain path")]
+    UnsafePath { path: PathBuf, why: String },
     #[error("systemctl {args} failed: {stderr}")]
     Systemctl { args: String, stderr: String },
 }
@@ -93,7 +135,7 @@ pub fn write(units: &Units, dir: &Path) -> Result<Vec<PathBuf>, ScheduleError> {
     for (ext, text) in [("service", &units.service), ("timer", &units.timer)] {
         let path = dir.join(format!("{}.{ext}", units.name));
         std::fs::create_dir_all(dir)
-            .and_then(|_| crate::store::meta::write_atomic(&path, text.as_bytes()))
+            .and_then(|_| crate::os::files::write_atomic(&path, text.as_bytes()))
             .map_err(|source| ScheduleError::Write {
                 path: path.clone(),
                 source,
@@ -137,7 +179,8 @@ mod tests {
             "server",
             Path::new("/usr/bin/hottext"),
             Path::new("/srv/app/hottext.toml"),
-        );
+        )
+        .unwrap();
         assert_eq!(u.name, "hottext-pipeline-server");
         assert!(u
             .service
@@ -148,5 +191,86 @@ mod tests {
             u.cron,
             "0 3 * * 1 /usr/bin/hottext pipeline run --config /srv/app/hottext.toml"
         );
+    }
+
+    /// Directories whose names mean something to sh, cron and systemd: `hottext` (a script
+    /// that writes its arguments, one a line, to `args` beside it) in one, the config in one
+    /// below it whose name also holds quotes and a backslash, which systemd takes in arguments
+    /// but not in the executable's path.
+    fn hostile_install() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("we ird $(touch pwned) `id` 100%n $HOME");
+        let config_dir = dir.join("'q' \"d\" \\b");
+        std::fs::create_dir_all(&config_dir).unwrap();
+        let exe = dir.join("hottext");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/args\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (root, exe, config_dir.join("hottext.toml"))
+    }
+
+    #[test]
+    fn the_cron_line_runs_the_paths_it_names_and_nothing_else() {
+        let (root, exe, config) = hostile_install();
+        let cron = weekly("svc", &exe, &config).unwrap().cron;
+        let command = cron.splitn(6, ' ').nth(5).unwrap();
+        // As cron does: an unescaped % ends the command; \% is a %.
+        assert!(!command.replace("\\%", "").contains('%'), "{cron}");
+        let command = command.replace("\\%", "%");
+        let out = Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(root.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cron}: {out:?}");
+        let args = std::fs::read_to_string(exe.with_file_name("args")).unwrap();
+        assert_eq!(
+            args,
+            format!("pipeline\nrun\n--config\n{}\n", config.display())
+        );
+        assert!(!root.path().join("pwned").exists(), "{cron} ran $(…)");
+    }
+
+    #[test]
+    fn systemd_finds_the_executable_of_a_hostile_path() {
+        let (root, exe, config) = hostile_install();
+        let units = weekly("svc", &exe, &config).unwrap();
+        let unit_dir = root.path().join("units");
+        let written = write(&units, &unit_dir).unwrap();
+        // systemd-analyze parses ExecStart= as systemd does and checks that its executable
+        // exists: a misquoted space, `%` or quote points it elsewhere.
+        let verify = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&written[0])
+            .output()
+            .expect("systemd-analyze (Debian package systemd) is needed by this test");
+        let said = String::from_utf8_lossy(&verify.stderr);
+        assert!(
+            verify.status.success() && !said.contains("not executable"),
+            "{}\n{said}",
+            units.service
+        );
+        // Arguments: `$` doubled (a variable otherwise), `%` doubled, quotes escaped.
+        assert!(
+            units.service.contains("$$(touch pwned)"),
+            "{}",
+            units.service
+        );
+        assert!(units.service.contains("\\\"d\\\""), "{}", units.service);
+    }
+
+    #[test]
+    fn a_path_with_a_newline_cannot_be_scheduled() {
+        let err = weekly(
+            "svc",
+            Path::new("/usr/bin/hottext"),
+            Path::new("/srv/a\nb.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("newline"), "{err}");
     }
 }

@@ -1,13 +1,11 @@
 //! A store in a local directory: `<dir>/sha256/<hex>`, written atomically.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{Backend, RawObject, StoreError, OBJECTS};
-
-/// Temporary files of writes in progress start with this, so listings skip them.
-const TEMP_PREFIX: &str = ".tmp-";
+use crate::os::files::write_atomic;
 
 pub(super) struct Local {
     url: String,
@@ -49,23 +47,12 @@ impl Backend for Local {
         }
     }
 
-    /// Temporary file in the same directory, fsync, rename: a reader sees the old object, no
-    /// object, or the whole new one; never a part.
+    /// Atomically: a reader sees no object or the whole one, never a part.
     fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.objects.join(name);
         let what = || format!("write {}", path.display());
         fs::create_dir_all(&self.objects).map_err(self.io(what()))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(&self.objects)
-            .map_err(self.io(what()))?;
-        tmp.write_all(bytes).map_err(self.io(what()))?;
-        tmp.as_file().sync_all().map_err(self.io(what()))?;
-        tmp.persist(&path).map_err(|e| self.io(what())(e.error))?;
-        // The rename is durable once the directory is synced.
-        fs::File::open(&self.objects)
-            .and_then(|d| d.sync_all())
-            .map_err(self.io(what()))
+        write_atomic(&path, bytes).map_err(self.io(what()))
     }
 
     fn size(&self, name: &str) -> Result<Option<u64>, StoreError> {
@@ -89,7 +76,8 @@ impl Backend for Local {
         for entry in entries {
             let entry = entry.map_err(self.io(what()))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(TEMP_PREFIX) {
+            // Object names are hashes: a hidden file is a temporary a crash left behind.
+            if name.starts_with('.') {
                 continue;
             }
             let meta = entry.metadata().map_err(self.io(what()))?;

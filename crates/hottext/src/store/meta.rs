@@ -22,7 +22,7 @@
 //! whose store carries options, and the pipeline reads only from its configured store.
 
 use std::fmt::Write as _;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -127,23 +127,8 @@ impl Meta {
     /// Replaces `path` with this meta file atomically: readers see the old file or the new
     /// one, never a part, even if the machine stops half-way.
     pub fn write_atomic(&self, path: &Path) -> io::Result<()> {
-        write_atomic(path, self.to_text().as_bytes())
+        crate::os::files::write_atomic(path, self.to_text().as_bytes())
     }
-}
-
-/// Temporary file beside `path`, fsync, rename over `path`, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".hottext-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// RFC 3339 in UTC, to the second: `2025-03-03T03:17:00Z`.

@@ -25,7 +25,7 @@ use super::ab::Service;
 use super::run::{run_captured, Captured};
 use super::server::Server;
 use super::MeasureError;
-use crate::cpus;
+use crate::os::cpus;
 pub use models::Model;
 
 /// The environment variables the valgrind wrapper reads, so that no path or command is ever

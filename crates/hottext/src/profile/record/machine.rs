@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::cpus::{self, CpuSet};
+use crate::os::cpus::{self, CpuSet};
 
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;

@@ -31,8 +31,9 @@ use serde::Serialize;
 
 use super::SampleKind;
 
-use crate::cpus::{self, Pinned};
-pub use crate::cpus::{affinity, CpuSet};
+use crate::os::cpus::{self, Pinned};
+pub use crate::os::cpus::{affinity, CpuSet};
+use crate::os::{proc, shell};
 pub use machine::Machine;
 
 /// 4999 rather than 5000 so that sampling does not run in lockstep with periodic timers.
@@ -284,21 +285,10 @@ impl Plan {
             .chain(
                 self.perf_args()
                     .iter()
-                    .map(|a| shell_word(&a.to_string_lossy())),
+                    .map(|a| shell::word(&a.to_string_lossy())),
             )
             .collect::<Vec<_>>()
             .join(" ")
-    }
-}
-
-fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,+@%".contains(&b))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -337,7 +327,7 @@ impl Session {
     /// put the affinity back.
     pub fn start(plan: &Plan) -> Result<Session, RecordError> {
         if let Target::Pid(pid) = plan.target {
-            if !process_exists(pid) {
+            if !proc::exists(pid) {
                 return Err(RecordError::NoSuchProcess { pid });
             }
         }
@@ -429,10 +419,10 @@ impl Session {
 
     /// Checks on perf without blocking: `Some` once it has exited.
     pub fn poll(&mut self) -> Result<Option<Outcome>, RecordError> {
-        if let Some(ticks) = cpu_ticks(self.child.id()) {
-            self.perf_cpu_ticks = ticks;
+        if let Some(perf) = proc::stat(self.child.id() as i32) {
+            self.perf_cpu_ticks = perf.own_ticks;
         }
-        if self.watch_pid.is_some_and(|pid| !process_exists(pid)) {
+        if self.watch_pid.is_some_and(|pid| !proc::exists(pid)) {
             self.stop();
         }
         match self.child.try_wait().map_err(RecordError::Spawn)? {
@@ -468,7 +458,7 @@ impl Session {
         }
         Ok(Outcome {
             wall_seconds: self.started.elapsed().as_secs_f64(),
-            perf_cpu_seconds: self.perf_cpu_ticks as f64 / clock_ticks_per_second(),
+            perf_cpu_seconds: self.perf_cpu_ticks as f64 / proc::clock_ticks_per_second(),
             samples: samples_in_closing_line(&messages),
             bytes,
             perf_messages: messages.trim().to_string(),
@@ -495,31 +485,6 @@ impl Drop for Session {
             let _ = p.restore();
         }
         self.restore_sigint();
-    }
-}
-
-fn process_exists(pid: i32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat; the
-/// command name before them may hold spaces, so count from its closing parenthesis).
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_name.split_ascii_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as f64
-    } else {
-        100.0
     }
 }
 
@@ -664,11 +629,10 @@ mod tests {
     }
 
     #[test]
-    fn reads_perf_closing_line_and_proc_stat() {
+    fn reads_perf_closing_line() {
         let msg = "[ perf record: Woken up 1 times to write data ]\n\
                    [ perf record: Captured and wrote 1.403 MB p.data (18304 samples) ]\n";
         assert_eq!(samples_in_closing_line(msg), Some(18304));
         assert_eq!(samples_in_closing_line("nothing"), None);
-        assert!(cpu_ticks(std::process::id()).is_some());
     }
 }
