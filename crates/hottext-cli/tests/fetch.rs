@@ -10,9 +10,10 @@ use std::path::Path;
 use std::process::Output;
 
 use common::{hottext, run, stderr, stdout};
+use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
-use hottext::pipeline::rematch::{add_fingerprints, fingerprints};
+use hottext::pipeline::rematch::add_fingerprints;
 use hottext::store::ObjectHash;
 use support::build_service;
 

@@ -24,7 +24,9 @@
 //! escape, so that builds still running an older hottext read the profiles of a newer pipeline,
 //! and v3 otherwise.
 
+pub mod drift;
 mod escape;
+pub mod merge;
 mod read;
 #[cfg(test)]
 mod tests;

@@ -3,15 +3,18 @@
 //! The modules are the stages of the pipeline, in order:
 //!
 //! 1. [`profile`]: run `perf`, read `perf.data`, map samples to functions, build the call graph.
-//! 2. [`graph`]: the weighted, directed call graph and its reviewable text format.
-//! 3. [`layout`]: order the hot functions (C3, Pettis-Hansen) and score a layout.
-//! 4. [`link`]: write what each linker needs to place that order in a 2 MiB-aligned hot range.
+//! 2. [`graph`]: the weighted, directed call graph, its reviewable text format, and what is
+//!    computed on graphs alone (merging two profiles, the drift between them).
+//! 3. [`layout`]: order the hot functions (C3, Pettis-Hansen, CDSort, auto) and score a layout.
+//! 4. [`link`]: which functions reach the linker and what each linker needs to place them in a
+//!    2 MiB-aligned hot range; the runtime's ranges file.
 //! 5. [`verify`]: check that a binary has the hot range.
 //! 6. [`measure`]: hardware counters, interleaved A/B runs, statistics and a verdict.
 //! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
-//! [`binary`] holds the ELF facts the stages share, [`cpus`] CPU sets and pinning; `fuzz` the
-//! fuzz targets' bodies.
+//! [`binary`] holds the ELF facts the stages share (names, build-id, code fingerprints), [`os`]
+//! what they ask of the operating system (CPU sets, processes, shell words, atomic writes);
+//! `fuzz` the fuzz targets' bodies.
 //!
 //! ```
 //! use hottext::graph::Graph;

@@ -7,6 +7,7 @@
 //! unambiguous. [`symbol_of`] strips the qualifier where a linker wants the plain symbol.
 
 mod addr;
+pub mod fingerprint;
 
 pub use addr::{FileOffset, RuntimeAddr, StatedAddr};
 

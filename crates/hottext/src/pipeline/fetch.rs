@@ -16,7 +16,8 @@ use crate::graph::{Graph, GraphError};
 use crate::store::meta::{Meta, MetaError};
 use crate::store::{ObjectHash, Store, StoreError};
 
-use super::rematch::{fingerprints, rematch, Fingerprint, Matched};
+use super::rematch::{rematch, Matched};
+use crate::binary::fingerprint::{fingerprints, Fingerprint};
 
 /// A profile fitted to a binary.
 #[derive(Debug)]

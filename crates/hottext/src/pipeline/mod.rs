@@ -14,12 +14,10 @@
 //! binary being linked.
 
 pub mod config;
-pub mod drift;
 pub mod fetch;
 pub mod gate;
 pub mod git;
 pub mod lock;
-pub mod merge;
 pub mod rematch;
 pub mod schedule;
 pub mod service;
@@ -30,8 +28,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::binary::fingerprint::{fingerprints, Fingerprint};
 use crate::binary::{Binary, BinaryError};
-use crate::graph::{Graph, GraphError};
+use crate::graph::{drift, merge, Graph, GraphError};
 use crate::profile::record::RecordError;
 use crate::profile::{self, ProfileError};
 use crate::store::meta::{self, Meta, MetaError};
@@ -156,7 +155,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
         ..Default::default()
     };
     let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |_, _| {})?;
-    let prints = rematch::fingerprints(&binary).map_err(|source| PipelineError::Io {
+    let prints = fingerprints(&binary).map_err(|source| PipelineError::Io {
         what: format!("cannot read the code of {}", binary.path.display()),
         source,
     })?;
@@ -268,7 +267,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
 fn previous_profile(
     meta: Option<Result<Meta, MetaError>>,
     binary: &Binary,
-    prints: &std::collections::HashMap<String, rematch::Fingerprint>,
+    prints: &std::collections::HashMap<String, Fingerprint>,
     config: &Config,
 ) -> (Option<Previous>, Option<Graph>) {
     let not_merged = |object: Option<String>, note: String| Previous {

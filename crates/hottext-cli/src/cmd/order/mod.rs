@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
+use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto;
@@ -18,7 +19,7 @@ use hottext::link::{
     emit, host_architecture, hot_list, markers_object, write_call_graph_profile, write_ranges,
     Alignment, EmitError, ScriptPlacement, UnsafeNames,
 };
-use hottext::pipeline::rematch::{fingerprints, rematch, Matched};
+use hottext::pipeline::rematch::{rematch, Matched};
 
 mod report;
 

@@ -3,7 +3,7 @@
 //! function's samples, each call's weight and each call site's weight (summed per caller,
 //! callee and offset).
 //!
-//! The previous profile must already use the current binary's names ([`super::rematch`]), and
+//! The previous profile must already use the current binary's names ([`crate::pipeline::rematch`]), and
 //! keep only the call sites of code that did not change.
 //! Sizes, aliases and headers come from the new profile where it has the function. A previous
 //! function or call whose decayed weight rounds to zero is dropped, so what stopped running
