@@ -36,14 +36,10 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::io::{self, BufRead, Write};
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 pub use escape::declared_format;
 pub(crate) use escape::{escaped, unescaped};
-
-/// Maps keyed by symbol names. FxHash clusters on names that differ only in their last bytes
-/// (`fn_0001234`), which made look-ups half of `order`'s time on a 1 M-function profile.
-pub type NameMap<V> = foldhash::HashMap<String, V>;
 
 /// Index of a function in [`Graph::funcs`].
 pub type FuncId = u32;
@@ -146,7 +142,7 @@ impl Graph {
     /// to its last byte.
     pub fn jumps(&self) -> Vec<Jump> {
         let last_byte = |f: FuncId| self.funcs[f as usize].size.max(1) - 1;
-        let mut sited: rustc_hash::FxHashMap<(FuncId, FuncId), u64> = Default::default();
+        let mut sited: foldhash::HashMap<(FuncId, FuncId), u64> = Default::default();
         let mut jumps = Vec::with_capacity(self.calls.len() + self.sites.len());
         for s in &self.sites {
             *sited.entry((s.caller, s.callee)).or_default() += s.weight;
@@ -304,8 +300,8 @@ pub const MAX_SITES_PER_CALL: usize = 8;
 pub struct GraphBuilder {
     graph: Graph,
     ids: NameIndex,
-    calls: FxHashMap<(FuncId, FuncId), u64>,
-    sites: FxHashMap<(FuncId, FuncId, u64), u64>,
+    calls: HashMap<(FuncId, FuncId), u64>,
+    sites: HashMap<(FuncId, FuncId, u64), u64>,
 }
 
 impl GraphBuilder {

@@ -45,3 +45,8 @@ impl FormatArg {
         }
     }
 }
+
+/// `--pid`: a process id, which is positive.
+pub fn pid_arg() -> clap::builder::RangedI64ValueParser<hottext::os::proc::Pid> {
+    clap::value_parser!(hottext::os::proc::Pid).range(1..)
+}

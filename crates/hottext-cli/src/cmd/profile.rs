@@ -9,10 +9,12 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
 use hottext::graph::Graph;
+use hottext::os::proc::Pid;
 use hottext::profile::{read, MatchedBy, Options, ProfileError, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use super::pid_arg;
 use crate::output;
 
 /// Warn when more of the samples than this give no edge for want of a frame pointer.
@@ -42,8 +44,8 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Keep only the samples of this process (the recording may hold every process on its CPUs).
-    #[arg(long, value_name = "PID")]
-    pid: Option<i32>,
+    #[arg(long, value_name = "PID", value_parser = pid_arg())]
+    pid: Option<Pid>,
     /// Use mappings of a file named like BIN whose build-id differs from BIN's.
     #[arg(long)]
     allow_build_id_mismatch: bool,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
+use hottext::os::proc::Pid;
 use hottext::profile::record::{
     affinity, plan, Machine, Outcome, Plan, Request, Scope, Session, Target,
 };
@@ -15,6 +16,7 @@ use hottext::profile::SampleKind;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use super::pid_arg;
 use crate::output;
 
 /// How often to check on perf and redraw the progress line.
@@ -44,8 +46,8 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE", default_value = "perf.data")]
     output: PathBuf,
     /// Record this running process.
-    #[arg(long, value_name = "PID", conflicts_with = "command")]
-    pid: Option<i32>,
+    #[arg(long, value_name = "PID", value_parser = pid_arg(), conflicts_with = "command")]
+    pid: Option<Pid>,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use hottext::binary::Binary;
+use hottext::os::proc::Pid;
 use hottext::verify::{check_binary, check_process};
 
+use super::pid_arg;
 use crate::output;
 
 /// Check that a binary holds a 2 MiB-aligned hot range, or that a process has it on huge pages
@@ -33,8 +35,8 @@ pub struct Args {
     )]
     binary: Option<PathBuf>,
     /// A running process whose hot range should be on huge pages.
-    #[arg(long, value_name = "PID")]
-    pid: Option<u32>,
+    #[arg(long, value_name = "PID", value_parser = pid_arg())]
+    pid: Option<Pid>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -77,13 +79,13 @@ fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode>
     verdict(report.passed(), json, &report.problems)
 }
 
-fn verify_process(pid: u32, json: bool) -> anyhow::Result<ExitCode> {
+fn verify_process(pid: Pid, json: bool) -> anyhow::Result<ExitCode> {
     let report = check_process(pid).context("cannot verify")?;
     if json {
         output::json(&report)?;
     } else {
         println!("process     {pid} ({})", report.executable);
-        let size = report.hot_end.saturating_sub(report.hot_start);
+        let size = report.hot_end.0.saturating_sub(report.hot_start.0);
         println!(
             "hot range   [{:#x}, {:#x})  {}",
             report.hot_start,

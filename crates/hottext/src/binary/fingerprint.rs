@@ -5,7 +5,7 @@
 //! displacements, immediates or branch targets, since relinking moves callees and data and so
 //! changes those bytes even when the code did not change; elsewhere it is the raw bytes.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use object::{Object, ObjectSection};
 use sha2::{Digest, Sha256};
@@ -29,8 +29,11 @@ impl Fingerprint {
     }
 }
 
+/// Fingerprints by canonical function name.
+pub type Fingerprints = HashMap<String, Fingerprint>;
+
 /// Fingerprints of a binary's functions by canonical name.
-pub fn fingerprints(binary: &Binary) -> std::io::Result<HashMap<String, Fingerprint>> {
+pub fn fingerprints(binary: &Binary) -> std::io::Result<Fingerprints> {
     let file = object::File::parse(binary.bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let x86_64 = file.architecture() == object::Architecture::X86_64;
@@ -38,7 +41,8 @@ pub fn fingerprints(binary: &Binary) -> std::io::Result<HashMap<String, Fingerpr
         .sections()
         .filter(|s| s.kind() == object::SectionKind::Text)
         .collect();
-    let mut out = HashMap::with_capacity(binary.functions.len());
+    let mut out = Fingerprints::default();
+    out.reserve(binary.functions.len());
     for f in &binary.functions {
         let bytes = sections
             .iter()

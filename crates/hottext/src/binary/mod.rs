@@ -9,7 +9,7 @@
 mod addr;
 pub mod fingerprint;
 
-pub use addr::{FileOffset, RuntimeAddr, StatedAddr};
+pub use addr::{FileOffset, LoadBias, RuntimeAddr, StatedAddr};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ pub struct Binary {
     pub is_pie: bool,
     pub architecture: object::Architecture,
     /// Stated entry point (`e_entry`): with `AT_ENTRY` it gives a process's load bias.
-    pub entry: u64,
+    pub entry: StatedAddr,
     /// Sorted by start address, non-overlapping starts.
     pub functions: Vec<Function>,
     pub exec_segments: Vec<ExecSegment>,
@@ -183,7 +183,7 @@ impl Binary {
             build_id,
             is_pie,
             architecture: file.architecture(),
-            entry: file.entry(),
+            entry: StatedAddr(file.entry()),
             functions: name_functions(at),
             exec_segments,
             symbols,

@@ -1,7 +1,7 @@
 //! How far this run's profile moved from the previous one: one distance for the gate and the
 //! functions that moved most, for the commit message a person reviews.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde::Serialize;
 

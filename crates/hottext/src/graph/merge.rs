@@ -9,7 +9,7 @@
 //! function or call whose decayed weight rounds to zero is dropped, so what stopped running
 //! fades out instead of staying in the layout forever.
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 use crate::graph::{FuncId, Graph, GraphBuilder};
 
@@ -24,7 +24,7 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
         b.header(k, v);
     }
     let mut new_ids: Vec<FuncId> = Vec::with_capacity(new.funcs.len());
-    let mut in_new: FxHashMap<&str, FuncId> = FxHashMap::default();
+    let mut in_new: HashMap<&str, FuncId> = HashMap::default();
     for f in &new.funcs {
         let id = b.func(&f.name, f.size);
         b.add_samples(id, f.samples);

@@ -11,11 +11,12 @@
 
 use serde::Serialize;
 
-use crate::binary::HUGE_PAGE;
+use crate::binary::{StatedAddr, HUGE_PAGE};
 use crate::graph::{FuncId, Graph};
 
-/// Where each function of a graph starts, in bytes; `None` for functions the layout lacks.
-pub type Placement = Vec<Option<u64>>;
+/// Where each function of a graph starts; `None` for functions the layout lacks. A modelled
+/// layout ([`place_in_order`]) is a binary whose hot range starts at stated address 0.
+pub type Placement = Vec<Option<StatedAddr>>;
 
 /// The alignment GCC and Clang give a function at -O2 on x86-64, which a linker keeps.
 pub const COMPILED_ALIGNMENT: u64 = 16;
@@ -31,7 +32,7 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
         next = next
             .checked_next_multiple_of(alignment.max(1))
             .unwrap_or(next);
-        at[f as usize] = Some(next);
+        at[f as usize] = Some(StatedAddr(next));
         next = next.saturating_add(graph.funcs[f as usize].size);
     }
     at
@@ -69,10 +70,10 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let mut hot_bytes = 0;
     let (mut lo, mut hi) = (u64::MAX, 0);
     for (f, start) in graph.funcs.iter().zip(at) {
-        if let (Some(start), true) = (start, f.samples > 0) {
+        if let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) {
             hot_functions += 1;
             hot_bytes = f.size.saturating_add(hot_bytes);
-            lo = lo.min(*start);
+            lo = lo.min(start);
             hi = hi.max(start.saturating_add(f.size));
         }
     }
@@ -80,7 +81,9 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let (mut total, mut d64, mut d4k, mut d2m, mut distance, mut unplaced) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for j in graph.jumps() {
-        let (Some(from), Some(to)) = (at[j.caller as usize], at[j.callee as usize]) else {
+        let (Some(StatedAddr(from)), Some(StatedAddr(to))) =
+            (at[j.caller as usize], at[j.callee as usize])
+        else {
             unplaced += j.weight;
             continue;
         };
@@ -215,7 +218,7 @@ struct Run {
 /// as in some rewritten binaries, count as separate blocks there.)
 struct BlockMass {
     /// Blocks a function shares with its neighbours (its first and last), summed.
-    shared: rustc_hash::FxHashMap<u64, f64>,
+    shared: foldhash::HashMap<u64, f64>,
     runs: Vec<Run>,
     total: f64,
 }
@@ -227,7 +230,7 @@ fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
         total: 0.0,
     };
     for (f, start) in graph.funcs.iter().zip(at) {
-        let (Some(start), true) = (*start, f.samples > 0) else {
+        let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) else {
             continue;
         };
         let size = f.size.max(1);
@@ -255,14 +258,18 @@ fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
 
 /// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,
 /// adjacent pages merged, in address order: what a loader without markers can map.
-pub fn hot_ranges(graph: &Graph, at: &Placement, max_pages: usize) -> Vec<(u64, u64)> {
+pub fn hot_ranges(
+    graph: &Graph,
+    at: &Placement,
+    max_pages: usize,
+) -> Vec<(StatedAddr, StatedAddr)> {
     let (_, mut pages) = hottest_pages(graph, at, HUGE_PAGE, 0.99, max_pages);
     pages.sort_unstable();
-    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut ranges: Vec<(StatedAddr, StatedAddr)> = Vec::new();
     for p in pages {
         match ranges.last_mut() {
-            Some(last) if last.1 == p * HUGE_PAGE => last.1 += HUGE_PAGE,
-            _ => ranges.push((p * HUGE_PAGE, (p + 1) * HUGE_PAGE)),
+            Some(last) if last.1 .0 == p * HUGE_PAGE => last.1 .0 += HUGE_PAGE,
+            _ => ranges.push((StatedAddr(p * HUGE_PAGE), StatedAddr((p + 1) * HUGE_PAGE))),
         }
     }
     ranges

@@ -20,7 +20,7 @@
 use std::cmp::Reverse;
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 use super::queue::{prefetch, MaxQueue};
 use crate::graph::{FuncId, Graph};
@@ -42,7 +42,7 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     // node pairs rather than a map per node: on a 1 M-function graph a million small maps cost
     // more than the merging.
     let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut edge_between: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut edge_between: HashMap<u64, u32> = HashMap::default();
     edge_between.reserve(edges.len());
     for (e, edge) in edges.iter().enumerate() {
         adj[edge.ends[0] as usize].push(e as u32);

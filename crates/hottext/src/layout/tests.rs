@@ -2,6 +2,7 @@
 
 use super::metrics::{hot_ranges, measure, place_in_order};
 use super::{order, Algorithm, C3Params, Params};
+use crate::binary::StatedAddr;
 use crate::graph::{Graph, GraphBuilder};
 
 /// Builds a graph from `(name, size, samples)` functions and `(caller, callee, weight)` calls.
@@ -267,7 +268,7 @@ fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
     assert_eq!(packed.icache_overflow, 0.0);
     let mut at = vec![None; g.funcs.len()];
     for (i, slot) in at.iter_mut().take(9).enumerate() {
-        *slot = Some(i as u64 * 4096);
+        *slot = Some(StatedAddr(i as u64 * 4096));
     }
     let spread = measure(&g, &at);
     let total: f64 = (10..19).map(|w| w as f64).sum();
@@ -333,11 +334,11 @@ fn hot_ranges_pick_the_hottest_huge_pages_and_merge_neighbours() {
         &[],
     );
     // a in page 5, b in page 6 (adjacent), c in page 9, cold in page 1.
-    let at = vec![Some(5 * MB2), Some(6 * MB2 + 100), Some(9 * MB2), Some(MB2)];
-    assert_eq!(
-        hot_ranges(&g, &at, 8),
-        [(5 * MB2, 7 * MB2), (9 * MB2, 10 * MB2)]
-    );
+    let at = [5 * MB2, 6 * MB2 + 100, 9 * MB2, MB2].map(|a| Some(StatedAddr(a)));
+    let pages = |ranges: Vec<(StatedAddr, StatedAddr)>| -> Vec<(u64, u64)> {
+        ranges.iter().map(|(s, e)| (s.0 / MB2, e.0 / MB2)).collect()
+    };
+    assert_eq!(pages(hot_ranges(&g, &at.to_vec(), 8)), [(5, 7), (9, 10)]);
     // Capped at one page: only the hottest.
-    assert_eq!(hot_ranges(&g, &at, 1), [(5 * MB2, 6 * MB2)]);
+    assert_eq!(pages(hot_ranges(&g, &at.to_vec(), 1)), [(5, 6)]);
 }

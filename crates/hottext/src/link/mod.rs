@@ -219,7 +219,7 @@ pub fn is_split_cold_part(name: &str) -> bool {
 
 /// Keeps the first occurrence of each item, in order.
 fn unique(items: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
-    let mut seen = rustc_hash::FxHashSet::default();
+    let mut seen = foldhash::HashSet::default();
     items.filter(move |s| seen.insert(s.clone()))
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::run::{run_captured, signal_group};
 use super::MeasureError;
 use crate::os::cpus::{self, CpuSet};
+use crate::os::proc::Pid;
 use crate::os::proc::{clock_ticks_per_second, processes, tree, ProcStat};
 
 /// Between two runs of the ready command.
@@ -81,7 +82,7 @@ impl Server {
         })
     }
 
-    pub fn pid(&self) -> i32 {
+    pub fn pid(&self) -> Pid {
         self.child.id() as i32
     }
 
@@ -202,7 +203,7 @@ impl Drop for Server {
     }
 }
 
-fn signal_all(pids: &[i32], signal: libc::c_int) {
+fn signal_all(pids: &[Pid], signal: libc::c_int) {
     for &pid in pids {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe { libc::kill(pid, signal) };

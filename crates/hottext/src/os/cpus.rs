@@ -2,6 +2,7 @@
 //! process's threads to one CPU (and back), and pinning a command before it starts. Shared by
 //! `profile::record` (sample the CPU a server runs on) and `measure` (count it there).
 
+use super::proc::Pid;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
@@ -124,7 +125,7 @@ pub fn online() -> io::Result<CpuSet> {
 }
 
 /// Thread ids of a process.
-fn threads(pid: i32) -> io::Result<Vec<i32>> {
+fn threads(pid: Pid) -> io::Result<Vec<Pid>> {
     let mut tids = Vec::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         if let Some(tid) = entry?.file_name().to_str().and_then(|s| s.parse().ok()) {
@@ -135,7 +136,7 @@ fn threads(pid: i32) -> io::Result<Vec<i32>> {
     Ok(tids)
 }
 
-fn thread_affinity(pid: i32, tid: i32) -> io::Result<CpuSet> {
+fn thread_affinity(pid: Pid, tid: Pid) -> io::Result<CpuSet> {
     let status = std::fs::read_to_string(
         Path::new("/proc")
             .join(pid.to_string())
@@ -155,7 +156,7 @@ fn thread_affinity(pid: i32, tid: i32) -> io::Result<CpuSet> {
 }
 
 /// The CPUs any thread of the process may run on.
-pub fn affinity(pid: i32) -> io::Result<CpuSet> {
+pub fn affinity(pid: Pid) -> io::Result<CpuSet> {
     let mut all = CpuSet::default();
     for tid in threads(pid)? {
         // A thread may exit while we look; the others still tell where the process runs.
@@ -194,7 +195,7 @@ pub struct Pinned {
 }
 
 /// Pins every thread of `pid` to `cpu`; threads it starts later inherit the pinning.
-pub fn pin(pid: i32, cpu: u32) -> io::Result<Pinned> {
+pub fn pin(pid: Pid, cpu: u32) -> io::Result<Pinned> {
     let target = CpuSet::one(cpu);
     let mut pinned = Pinned { before: Vec::new() };
     for tid in threads(pid)? {
@@ -223,7 +224,7 @@ impl Pinned {
     }
 }
 
-fn set_affinity(tid: i32, set: &CpuSet) -> io::Result<()> {
+fn set_affinity(tid: Pid, set: &CpuSet) -> io::Result<()> {
     let mask = set.to_libc();
     // SAFETY: `mask` is a valid cpu_set_t and its size is passed along.
     let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) };

@@ -2,12 +2,15 @@
 
 use std::path::Path;
 
+/// A process id, as the kernel's `pid_t`.
+pub type Pid = libc::pid_t;
+
 /// One line of `/proc/PID/stat`, the fields hottext uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcStat {
-    pub pid: i32,
-    pub ppid: i32,
-    pub pgrp: i32,
+    pub pid: Pid,
+    pub ppid: Pid,
+    pub pgrp: Pid,
     pub state: char,
     /// CPU time of the process itself (utime + stime), in clock ticks.
     pub own_ticks: u64,
@@ -42,12 +45,12 @@ pub fn parse_stat(line: &str) -> Option<ProcStat> {
 }
 
 /// The stat line of process `pid`, if it exists.
-pub fn stat(pid: i32) -> Option<ProcStat> {
+pub fn stat(pid: Pid) -> Option<ProcStat> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// Whether process `pid` exists (a zombie still does).
-pub fn exists(pid: i32) -> bool {
+pub fn exists(pid: Pid) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -61,8 +64,8 @@ pub fn processes() -> Vec<ProcStat> {
 }
 
 /// `root`, its descendants, and the members of its process group.
-pub fn tree(all: &[ProcStat], root: i32) -> Vec<ProcStat> {
-    let mut inside: Vec<i32> = vec![root];
+pub fn tree(all: &[ProcStat], root: Pid) -> Vec<ProcStat> {
+    let mut inside: Vec<Pid> = vec![root];
     let mut i = 0;
     while i < inside.len() {
         let parent = inside[i];

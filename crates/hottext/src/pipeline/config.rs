@@ -34,6 +34,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::os::proc::Pid;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -59,7 +60,7 @@ pub struct Service {
     pub name: String,
     /// The executable (with symbols). Defaults to the running process's `/proc/PID/exe`.
     pub binary: Option<PathBuf>,
-    pub pid: Option<i32>,
+    pub pid: Option<Pid>,
     pub pid_file: Option<PathBuf>,
     pub systemd_unit: Option<String>,
     /// Start the service with this command, record it, stop it.

@@ -6,7 +6,7 @@
 //! is a profile; its build-id header is the one the meta file names (a hash that names another
 //! profile is caught here); enough of its weight matches the binary ([`super::rematch`]).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::binary::fingerprint::{fingerprints, Fingerprint};
+use crate::binary::fingerprint::{fingerprints, Fingerprints};
 use crate::binary::{Binary, BinaryError};
 use crate::graph::{drift, merge, Graph, GraphError};
 use crate::profile::record::RecordError;
@@ -267,7 +267,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
 fn previous_profile(
     meta: Option<Result<Meta, MetaError>>,
     binary: &Binary,
-    prints: &std::collections::HashMap<String, Fingerprint>,
+    prints: &Fingerprints,
     config: &Config,
 ) -> (Option<Previous>, Option<Graph>) {
     let not_merged = |object: Option<String>, note: String| Previous {

@@ -15,11 +15,11 @@
 //! The fingerprint ignores displacements, so a caller that kept its instructions but changed a
 //! displacement's width could keep sites a few bytes off: noise to the layout.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde::Serialize;
 
-use crate::binary::fingerprint::Fingerprint;
+use crate::binary::fingerprint::{Fingerprint, Fingerprints};
 use crate::binary::Binary;
 use crate::graph::{Graph, GraphBuilder};
 
@@ -27,7 +27,7 @@ use crate::graph::{Graph, GraphBuilder};
 pub const FN_HASH: &str = "fn-hash";
 
 /// Adds `# fn-hash` headers for the graph's functions that `prints` knows, replacing any.
-pub fn add_fingerprints(graph: &mut Graph, prints: &HashMap<String, Fingerprint>) {
+pub fn add_fingerprints(graph: &mut Graph, prints: &Fingerprints) {
     graph.headers.retain(|(k, _)| k != FN_HASH);
     let mut lines: Vec<(String, String)> = graph
         .funcs
@@ -72,13 +72,9 @@ impl Matched {
 
 /// `profile` with its functions renamed to `binary`'s names and the unmatched left out, and how
 /// much of its weight matched. Sizes come from the binary.
-pub fn rematch(
-    profile: &Graph,
-    binary: &Binary,
-    prints: &HashMap<String, Fingerprint>,
-) -> (Graph, Matched) {
+pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Graph, Matched) {
     let by_name = binary.index_by_name();
-    let mut by_print: HashMap<Fingerprint, Option<usize>> = HashMap::new();
+    let mut by_print: HashMap<Fingerprint, Option<usize>> = HashMap::default();
     for (i, f) in binary.functions.iter().enumerate() {
         if let Some(p) = prints.get(&f.name) {
             by_print
@@ -100,7 +96,7 @@ pub fn rematch(
         })
         .collect();
     // A profile fingerprint shared by two of its functions is ambiguous too.
-    let mut print_uses: HashMap<Fingerprint, u32> = HashMap::new();
+    let mut print_uses: HashMap<Fingerprint, u32> = HashMap::default();
     let print_of = |name: &str, size: u64| {
         profile_prints
             .get(name)
@@ -237,7 +233,8 @@ mod tests {
                 hash: 0xaa,
             },
         )]
-        .into();
+        .into_iter()
+        .collect::<Fingerprints>();
         let (g, m) = rematch(&profile, &bin, &prints);
         assert_eq!((m.total, m.by_name, m.by_code), (100, 10, 60));
         assert!((m.share() - 0.7).abs() < 1e-9);
@@ -261,7 +258,12 @@ mod tests {
             size: 32,
             hash: 0xaa,
         };
-        add_fingerprints(&mut g, &[("old fn(x)".to_string(), print)].into());
+        add_fingerprints(
+            &mut g,
+            &[("old fn(x)".to_string(), print)]
+                .into_iter()
+                .collect::<Fingerprints>(),
+        );
         let mut text = Vec::new();
         g.write(&mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
@@ -271,7 +273,13 @@ mod tests {
         );
         let profile = Graph::read(text.as_bytes()).unwrap();
         let bin = binary(&[("new_name", 32)]);
-        let (_, m) = rematch(&profile, &bin, &[("new_name".to_string(), print)].into());
+        let (_, m) = rematch(
+            &profile,
+            &bin,
+            &[("new_name".to_string(), print)]
+                .into_iter()
+                .collect::<Fingerprints>(),
+        );
         assert_eq!(
             m.renamed,
             [("old fn(x)".to_string(), "new_name".to_string())]
@@ -287,7 +295,7 @@ mod tests {
         let profile = Graph::read(text.as_bytes()).unwrap();
         let bin = binary(&[("main", 12)]);
         let started = std::time::Instant::now();
-        let (_, matched) = rematch(&profile, &bin, &HashMap::new());
+        let (_, matched) = rematch(&profile, &bin, &HashMap::default());
         assert!(
             started.elapsed() < std::time::Duration::from_secs(3),
             "{:?}",
@@ -309,7 +317,9 @@ mod tests {
             hash: 0xaa,
         };
         let prints: HashMap<String, Fingerprint> =
-            [("twin_a".to_string(), p), ("twin_b".to_string(), p)].into();
+            [("twin_a".to_string(), p), ("twin_b".to_string(), p)]
+                .into_iter()
+                .collect::<Fingerprints>();
         let (_, m) = rematch(&profile, &bin, &prints);
         assert_eq!(m.by_code, 0);
         assert_eq!(m.unmatched, ["old"]);
@@ -333,7 +343,8 @@ mod tests {
                 hash: 0xbb,
             },
         )]
-        .into();
+        .into_iter()
+        .collect::<Fingerprints>();
         let sites = |g: &Graph| -> Vec<(String, u64)> {
             g.sites
                 .iter()

@@ -9,6 +9,7 @@ use crate::profile::record::{affinity, plan, Machine, Outcome, Request, Session,
 
 use super::config::Config;
 use super::PipelineError;
+use crate::os::proc::Pid;
 
 /// How often to check on perf, the load and the service.
 const TICK: Duration = Duration::from_millis(100);
@@ -19,7 +20,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Recording {
     pub perf_data: PathBuf,
-    pub pid: i32,
+    pub pid: Pid,
     /// The executable to read symbols from.
     pub binary: PathBuf,
     pub start: SystemTime,
@@ -116,7 +117,7 @@ fn record_running(
     })
 }
 
-fn pid_from_file(path: &Path) -> Result<i32, PipelineError> {
+fn pid_from_file(path: &Path) -> Result<Pid, PipelineError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         PipelineError::Service(format!("cannot read pid file {}: {e}", path.display()))
     })?;
@@ -129,7 +130,7 @@ fn pid_from_file(path: &Path) -> Result<i32, PipelineError> {
     })
 }
 
-fn pid_of_unit(unit: &str) -> Result<i32, PipelineError> {
+fn pid_of_unit(unit: &str) -> Result<Pid, PipelineError> {
     let out = Command::new("systemctl")
         .args(["show", "--property=MainPID", "--value", unit])
         .output()

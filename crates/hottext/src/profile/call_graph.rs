@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
 };
@@ -17,7 +18,6 @@ use linux_perf_data::linux_perf_event_reader::{
     EventRecord, Mmap2FileId, RawEventRecord, RecordType,
 };
 use linux_perf_data::PerfFileRecord;
-use rustc_hash::FxHashMap;
 
 use super::frames::Frames;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
@@ -27,6 +27,7 @@ use super::sample::{Sample, SampleLayout};
 use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
+use crate::os::proc::Pid;
 
 /// Records between two progress reports: often enough for a smooth bar, rare enough to cost
 /// nothing.
@@ -133,8 +134,8 @@ struct Reader<'b> {
     binary: &'b Binary,
     identity: Identity,
     /// perf's build-id table: path → build-id.
-    recorded_build_ids: FxHashMap<Vec<u8>, Vec<u8>>,
-    pid_filter: Option<i32>,
+    recorded_build_ids: HashMap<Vec<u8>, Vec<u8>>,
+    pid_filter: Option<Pid>,
     event_index: usize,
     layout: SampleLayout,
     kind: SampleKind,
@@ -215,7 +216,7 @@ impl Reader<'_> {
         }
     }
 
-    fn branch_calls(&mut self, pid: i32, sample: &Sample) {
+    fn branch_calls(&mut self, pid: Pid, sample: &Sample) {
         let Some(branches) = sample.branches else {
             return;
         };
@@ -229,7 +230,7 @@ impl Reader<'_> {
 
     /// The stated address in the binary of `addr` in process `pid` ([`UNRESOLVED`] when it is
     /// in the binary's mappings but outside its code); `None` when the binary is not mapped there.
-    fn locate(&self, pid: i32, addr: u64) -> Option<u64> {
+    fn locate(&self, pid: Pid, addr: u64) -> Option<u64> {
         let offset = self.mappings.file_offset(pid, RuntimeAddr(addr))?;
         Some(
             self.binary

@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 use crate::binary::{Binary, Function, StatedAddr};
 
@@ -69,7 +69,7 @@ pub(crate) struct Frames {
     code: Code,
     setup: Vec<Setup>,
     /// Per function decoded so far: (target, last byte) of its `call rel32`s, by target.
-    direct_calls: FxHashMap<usize, Vec<(u64, u64)>>,
+    direct_calls: HashMap<usize, Vec<(u64, u64)>>,
 }
 
 impl Frames {
@@ -90,7 +90,7 @@ impl Frames {
         Ok(Frames {
             code,
             setup: vec![Setup::NotLookedAt; binary.functions.len()],
-            direct_calls: FxHashMap::default(),
+            direct_calls: HashMap::default(),
         })
     }
 
@@ -271,7 +271,7 @@ mod tests {
         let frames = Frames {
             code: Code::Segments(vec![(0x1000, bytes)]),
             setup: vec![Setup::NotLookedAt; funcs.len()],
-            direct_calls: FxHashMap::default(),
+            direct_calls: HashMap::default(),
         };
         (frames, funcs)
     }
@@ -368,7 +368,7 @@ mod tests {
         let mut fr = Frames {
             code: Code::None,
             setup: vec![Setup::NotLookedAt; f.len()],
-            direct_calls: FxHashMap::default(),
+            direct_calls: HashMap::default(),
         };
         assert_eq!(
             fr.caller(1, &f[1], StatedAddr(0x1020), AFTER_CALL_P_IN_G),

@@ -5,9 +5,10 @@
 //! turned into a file offset through its mapping (`pgoff + addr - start`), and the file offset
 //! into a stated address through the ELF segments: this works for PIE and non-PIE alike.
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 use crate::binary::{Binary, FileOffset, RuntimeAddr};
+use crate::os::proc::Pid;
 
 /// One mapping of the binary's file into a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,13 +21,13 @@ struct Mapping {
 /// The binary's mappings, per process id.
 #[derive(Debug, Default)]
 pub(crate) struct BinaryMappings {
-    by_pid: FxHashMap<i32, Vec<Mapping>>,
+    by_pid: HashMap<Pid, Vec<Mapping>>,
 }
 
 impl BinaryMappings {
     /// A new executable mapping of any file replaces the binary's mappings it overlaps, as the
     /// kernel does; `is_binary` says whether the new one is the binary itself.
-    pub fn map(&mut self, pid: i32, start: u64, len: u64, pgoff: u64, is_binary: bool) {
+    pub fn map(&mut self, pid: Pid, start: u64, len: u64, pgoff: u64, is_binary: bool) {
         let end = start.saturating_add(len);
         if let Some(maps) = self.by_pid.get_mut(&pid) {
             maps.retain(|m| m.end <= start || m.start >= end);
@@ -47,12 +48,12 @@ impl BinaryMappings {
     }
 
     /// After exec the old image is gone; the new one comes with its own mmap records.
-    pub fn exec(&mut self, pid: i32) {
+    pub fn exec(&mut self, pid: Pid) {
         self.by_pid.remove(&pid);
     }
 
     /// The offset in the binary's file of `addr` in process `pid`, if the binary is mapped there.
-    pub fn file_offset(&self, pid: i32, addr: RuntimeAddr) -> Option<FileOffset> {
+    pub fn file_offset(&self, pid: Pid, addr: RuntimeAddr) -> Option<FileOffset> {
         let m = self
             .by_pid
             .get(&pid)?

@@ -45,6 +45,7 @@ use serde::Serialize;
 
 use crate::binary::Binary;
 use crate::graph::Graph;
+use crate::os::proc::Pid;
 
 pub use mappings::MatchedBy;
 
@@ -54,7 +55,7 @@ pub struct Options {
     /// Use mappings of a file with the binary's name but another build-id.
     pub allow_build_id_mismatch: bool,
     /// Keep only the samples of this process (a system-wide recording holds every process).
-    pub pid: Option<i32>,
+    pub pid: Option<Pid>,
 }
 
 /// What the call edges come from.

@@ -7,13 +7,13 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::{
     HardwareEventId, PerfEventType, SoftwareCounterType,
 };
 use linux_perf_data::{
     AttributeDescription, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
-use rustc_hash::FxHashMap;
 
 use super::perf_header::check_header;
 use super::ProfileError;
@@ -88,7 +88,7 @@ impl PerfData {
 
     /// perf's table of build-ids of the files that had samples, by path. Empty when perf
     /// recorded none (`perf record -B`, or a pipe).
-    pub fn build_ids(&self) -> Result<FxHashMap<Vec<u8>, Vec<u8>>, ProfileError> {
+    pub fn build_ids(&self) -> Result<HashMap<Vec<u8>, Vec<u8>>, ProfileError> {
         let table = self.file.build_ids().map_err(|e| ProfileError::Malformed {
             path: self.path.clone(),
             msg: format!("build-id table: {e}"),

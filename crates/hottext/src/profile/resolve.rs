@@ -1,7 +1,7 @@
 //! Turning the tallied address pairs into functions and call edges, once per distinct pair and
 //! in address order, so that the symbol and code look-ups stay near each other.
 
-use rustc_hash::FxHashMap;
+use foldhash::HashMap;
 
 use super::frames::{Caller, Frames};
 use super::tally::PairCounts;
@@ -26,10 +26,10 @@ pub(super) struct Tally {
 /// Samples, calls and call sites by function (indices into `Binary::functions`).
 pub(super) struct Counts {
     pub self_samples: Vec<u64>,
-    pub calls: FxHashMap<(u32, u32), u64>,
+    pub calls: HashMap<(u32, u32), u64>,
     /// (caller, callee, offset of a byte of the call in the caller): part of the calls' weight.
     /// As many entries as distinct tallied pairs at most, so bounded as the tally is.
-    pub sites: FxHashMap<(u32, u32, u64), u64>,
+    pub sites: HashMap<(u32, u32, u64), u64>,
 }
 
 impl Counts {
@@ -62,8 +62,8 @@ pub(super) fn resolve(
     let index = FunctionIndex::new(binary);
     let mut counts = Counts {
         self_samples: vec![0; binary.functions.len()],
-        calls: FxHashMap::default(),
-        sites: FxHashMap::default(),
+        calls: HashMap::default(),
+        sites: HashMap::default(),
     };
 
     for ((ip, ret), n) in tally.stack_tops.into_sorted() {

@@ -5,6 +5,7 @@
 //! stack, so we decode the fields we use, in the order of `perf_event.h`, and stop after the
 //! branch stack. Borrowing the record's bytes keeps this allocation-free.
 
+use crate::os::proc::Pid;
 use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_USER,
 };
@@ -23,7 +24,7 @@ pub(crate) struct SampleLayout {
 /// The fields of one sample that the call graph needs.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sample<'a> {
-    pub pid: Option<i32>,
+    pub pid: Option<Pid>,
     pub ip: Option<u64>,
     pub time: Option<u64>,
     /// The sample was taken in user mode (else kernel, hypervisor or guest).
@@ -89,7 +90,7 @@ impl SampleLayout {
             sample.ip = Some(cur.u64()?);
         }
         if f.contains(SampleFormat::TID) {
-            sample.pid = Some(cur.u32()? as i32);
+            sample.pid = Some(cur.u32()? as Pid);
             cur.skip(4)?; // tid
         }
         if f.contains(SampleFormat::TIME) {

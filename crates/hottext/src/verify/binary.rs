@@ -8,7 +8,7 @@ use crate::binary::{Binary, StatedAddr, HOT_END, HOT_START, HUGE_PAGE};
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTextReport {
     pub binary: String,
-    pub start: Option<u64>,
+    pub start: Option<StatedAddr>,
     pub end: Option<u64>,
     pub size: u64,
     pub start_aligned_2m: bool,
@@ -41,7 +41,7 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
     }
     let mut report = HotTextReport {
         binary: binary.path.display().to_string(),
-        start: start.map(|a| a.0),
+        start,
         end: end.map(|a| a.0),
         size: 0,
         start_aligned_2m: false,

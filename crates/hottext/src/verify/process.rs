@@ -13,21 +13,22 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::binary::{Binary, BinaryError, HOT_END, HOT_START, HUGE_PAGE};
+use crate::binary::{Binary, BinaryError, LoadBias, RuntimeAddr, HOT_END, HOT_START, HUGE_PAGE};
+use crate::os::proc::Pid;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProcessError {
     #[error("cannot read {path} (is process {pid} running, and may we read it?)")]
     Proc {
-        pid: u32,
+        pid: Pid,
         path: PathBuf,
         source: std::io::Error,
     },
     #[error(transparent)]
     Binary(#[from] BinaryError),
     #[error("process {pid}: {msg}")]
-    Layout { pid: u32, msg: String },
+    Layout { pid: Pid, msg: String },
 }
 
 /// What backs one 2 MiB page of the hot range.
@@ -52,8 +53,8 @@ impl Backing {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PageReport {
-    /// Runtime address of the 2 MiB page.
-    pub address: u64,
+    /// Where the 2 MiB page is in the process.
+    pub address: RuntimeAddr,
     pub backing: Backing,
     /// The mapping's name in /proc/PID/maps (a path, or empty for anonymous memory).
     pub mapping: String,
@@ -61,12 +62,12 @@ pub struct PageReport {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessReport {
-    pub pid: u32,
+    pub pid: Pid,
     pub executable: String,
-    pub load_bias: u64,
-    /// Runtime addresses of the markers.
-    pub hot_start: u64,
-    pub hot_end: u64,
+    pub load_bias: LoadBias,
+    /// Where the markers are in the process.
+    pub hot_start: RuntimeAddr,
+    pub hot_end: RuntimeAddr,
     pub pages: Vec<PageReport>,
     pub huge_pages: usize,
     /// Why the check failed: each 2 MiB page of the hot range that is not on a huge page. Empty
@@ -80,7 +81,7 @@ impl ProcessReport {
     }
 }
 
-pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
+pub fn check_process(pid: Pid) -> Result<ProcessReport, ProcessError> {
     let proc = |name: &str| PathBuf::from(format!("/proc/{pid}/{name}"));
     let read = |name: &str| {
         fs::read(proc(name)).map_err(|source| ProcessError::Proc {
@@ -107,11 +108,8 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
 
     let entry = auxv_entry(&read("auxv")?)
         .ok_or_else(|| layout("no AT_ENTRY in its auxiliary vector".into()))?;
-    let load_bias = entry.wrapping_sub(binary.entry);
-    let (hot_start, hot_end) = (
-        start.0.wrapping_add(load_bias),
-        end.0.wrapping_add(load_bias),
-    );
+    let load_bias = LoadBias::between(binary.entry, RuntimeAddr(entry));
+    let (hot_start, hot_end) = (start.to_runtime(load_bias), end.to_runtime(load_bias));
 
     let smaps = String::from_utf8_lossy(&read("smaps")?).into_owned();
     let vmas = parse_smaps(&smaps);
@@ -119,8 +117,8 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
     let mut kpageflags = fs::File::open("/proc/kpageflags").ok();
 
     let mut pages = Vec::new();
-    let mut page = hot_start / HUGE_PAGE * HUGE_PAGE;
-    while page < hot_end {
+    let mut page = hot_start.0 / HUGE_PAGE * HUGE_PAGE;
+    while page < hot_end.0 {
         let vma = vmas.iter().find(|v| v.start <= page && page < v.end);
         let (backing, mapping) = match vma {
             None => (Backing::Small, "(unmapped)".to_string()),
@@ -144,7 +142,7 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
             }
         };
         pages.push(PageReport {
-            address: page,
+            address: RuntimeAddr(page),
             backing,
             mapping,
         });
@@ -160,10 +158,7 @@ pub fn check_process(pid: u32) -> Result<ProcessReport, ProcessError> {
             } else {
                 &p.mapping
             };
-            format!(
-                "the 2 MiB page at {:#x} ({name}) is on 4 KiB pages",
-                p.address
-            )
+            format!("the 2 MiB page at {} ({name}) is on 4 KiB pages", p.address)
         })
         .collect();
     if pages.is_empty() {

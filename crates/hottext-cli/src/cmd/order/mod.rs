@@ -311,7 +311,7 @@ fn write_hot_ranges(
     write_output(args.output.as_deref(), |out| {
         write_ranges(build_id.as_deref(), &ranges, out)
     })?;
-    let pages: u64 = ranges.iter().map(|(s, e)| (e - s) / HUGE_PAGE).sum();
+    let pages: u64 = ranges.iter().map(|(s, e)| (e.0 - s.0) / HUGE_PAGE).sum();
     if !args.json {
         eprintln!(
             "hottext: {pages} hot 2 MiB pages in {} ranges",
@@ -373,7 +373,7 @@ fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
         .map(|f| {
             index
                 .get(f.name.as_str())
-                .map(|&i| binary.functions[i].start.0)
+                .map(|&i| binary.functions[i].start)
         })
         .collect()
 }

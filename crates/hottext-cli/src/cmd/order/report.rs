@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use hottext::binary::StatedAddr;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::Metrics;
 use hottext::layout::Params;
@@ -39,8 +40,8 @@ pub(super) struct Summary<'a> {
 
 #[derive(Serialize)]
 pub(super) struct Range {
-    pub(super) start: u64,
-    pub(super) end: u64,
+    pub(super) start: StatedAddr,
+    pub(super) end: StatedAddr,
 }
 
 /// A table row: its label and how to show a layout's figure.

@@ -33,6 +33,7 @@ use super::SampleKind;
 
 use crate::os::cpus::{self, Pinned};
 pub use crate::os::cpus::{affinity, CpuSet};
+use crate::os::proc::Pid;
 use crate::os::{proc, shell};
 pub use machine::Machine;
 
@@ -46,7 +47,7 @@ pub const MAX_CPU_WIDE: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A running process; perf stops after the duration, at Ctrl-C, or when it exits.
-    Pid(i32),
+    Pid(Pid),
     /// A command perf starts; perf stops when it exits (or after the duration).
     Command(Vec<OsString>),
 }
@@ -101,16 +102,16 @@ pub enum RecordError {
     #[error("cannot tell what this machine's perf can do: {0}")]
     Probe(io::Error),
     #[error("there is no process {pid}")]
-    NoSuchProcess { pid: i32 },
+    NoSuchProcess { pid: Pid },
     #[error("cannot read the CPU affinity of process {pid}: {source}")]
-    Affinity { pid: i32, source: io::Error },
+    Affinity { pid: Pid, source: io::Error },
     #[error("CPU {cpu} is not online (online: {online})")]
     CpuOffline { cpu: u32, online: CpuSet },
     #[error("pinning to a CPU works on a running process (--pid); run a command under `taskset -c N` instead")]
     PinNeedsPid,
     #[error("cannot pin process {pid} to CPU {cpu}: {source}")]
     Pin {
-        pid: i32,
+        pid: Pid,
         cpu: u32,
         source: io::Error,
     },
@@ -300,7 +301,7 @@ pub struct Session {
     started: Instant,
     output: PathBuf,
     /// A pid target recorded CPU-wide: perf does not notice when it exits, so we watch it.
-    watch_pid: Option<i32>,
+    watch_pid: Option<Pid>,
     stop_sent: bool,
     perf_cpu_ticks: u64,
     sigint_before: Option<libc::sighandler_t>,
