@@ -23,6 +23,7 @@ setup-demo setup-test setup-lint: setup-%:
 test: setup-test
 	@status=0; \
 	$(CARGO) test --workspace --locked --no-fail-fast || status=1; \
+	$(CARGO) test --locked -q -p hottext --no-default-features --lib store:: || status=1; \
 	$(MAKE) --no-print-directory -C runtime test || status=1; \
 	exit $$status
 

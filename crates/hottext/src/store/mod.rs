@@ -36,6 +36,7 @@
 mod hash;
 mod local;
 pub mod meta;
+#[cfg(feature = "remote")]
 mod remote;
 
 use std::collections::HashSet;
@@ -112,7 +113,7 @@ pub enum StoreError {
     Remote {
         store: String,
         what: String,
-        source: Box<object_store::Error>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -161,7 +162,15 @@ impl Store {
         let backend: Box<dyn Backend> = match url.split_once("://") {
             None => Box::new(local::Local::new(url, url)),
             Some(("file", path)) => Box::new(local::Local::new(url, path)),
+            #[cfg(feature = "remote")]
             Some((scheme, rest)) => Box::new(remote::Remote::open(url, scheme, rest)?),
+            #[cfg(not(feature = "remote"))]
+            Some((scheme, _)) => {
+                return Err(StoreError::BadUrl {
+                    url: url.to_string(),
+                    msg: format!("this hottext was built without remote stores (cargo feature `remote`), so {scheme}:// cannot be reached; give a directory or a file:// URL, or rebuild with the feature"),
+                })
+            }
         };
         Ok(Store {
             url: url.to_string(),
@@ -291,6 +300,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().to_str().unwrap()).unwrap();
         (dir, store)
+    }
+
+    /// `make test` runs this in the build without the `remote` feature.
+    #[cfg(not(feature = "remote"))]
+    #[test]
+    fn without_the_remote_feature_a_remote_url_says_how_to_get_one() {
+        let err = Store::open("s3://bucket/profiles").err().unwrap();
+        assert!(
+            !err.is_unavailable(),
+            "a build choice, not an outage: {err}"
+        );
+        assert!(err.to_string().contains("cargo feature `remote`"), "{err}");
+        assert!(Store::open("file:///tmp/store").is_ok());
     }
 
     #[test]
