@@ -1,0 +1,326 @@
+//! The choices of a recording and their reasons (see the module above).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Machine, RecordError, Request, Scope, Target, DEFAULT_FREQUENCY, MAX_CPU_WIDE};
+use crate::os::cpus::CpuSet;
+use crate::os::shell;
+use crate::profile::SampleKind;
+
+/// The decided recording: perf's arguments follow from it.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: Target,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub sampling: SampleKind,
+    pub event: &'static str,
+    pub frequency: u32,
+    pub scope: Scope,
+    pub pin_cpu: Option<u32>,
+    /// One line per choice, saying why.
+    pub reasons: Vec<String>,
+}
+
+/// Decides how to record `req` on `machine`; `affinity` is where the target may run (the
+/// process's threads for a pid, this process's for a command, which inherits it).
+pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan, RecordError> {
+    if !machine.root && machine.paranoid >= 3 {
+        return Err(RecordError::Forbidden {
+            level: machine.paranoid,
+        });
+    }
+    let mut reasons = Vec::new();
+    let sampling = match (req.sampling, machine.branch_calls) {
+        (Some(SampleKind::Branch), false) => return Err(RecordError::NoBranchRecords),
+        (Some(s), _) => {
+            reasons.push(format!("{}: as asked", sampling_name(s)));
+            s
+        }
+        (None, true) => {
+            reasons.push("branch records of calls: the PMU records them (LBR)".into());
+            SampleKind::Branch
+        }
+        (None, false) => {
+            reasons.push(
+                "call stacks by frame pointers: this machine has no branch records of calls".into(),
+            );
+            SampleKind::Stack
+        }
+    };
+    let event = if machine.cycles {
+        reasons.push("event cycles:u: the CPU has a hardware cycle counter".into());
+        "cycles:u"
+    } else {
+        reasons
+            .push("event cpu-clock:u: no hardware PMU here (a VM?), so the software clock".into());
+        "cpu-clock:u"
+    };
+    let wanted = req.frequency.unwrap_or(DEFAULT_FREQUENCY);
+    let frequency = wanted.min(machine.max_sample_rate);
+    if frequency < wanted {
+        reasons.push(format!(
+            "{frequency} samples/s per CPU: the kernel allows at most that (kernel.perf_event_max_sample_rate)"
+        ));
+    }
+
+    if let Some(cpu) = req.pin_cpu {
+        if !matches!(req.target, Target::Pid(_)) {
+            return Err(RecordError::PinNeedsPid);
+        }
+        if !machine.online.contains(cpu) {
+            return Err(RecordError::CpuOffline {
+                cpu,
+                online: machine.online.clone(),
+            });
+        }
+    }
+    let runs_on = req
+        .pin_cpu
+        .map(CpuSet::one)
+        .unwrap_or_else(|| affinity.clone());
+    let scope = if req.per_process {
+        reasons.push("per-process events: as asked (they cost more at each context switch)".into());
+        Scope::Process
+    } else if !machine.may_sample_cpus() {
+        reasons.push(format!(
+            "per-process events: sampling whole CPUs needs root or CAP_PERFMON (kernel.perf_event_paranoid is {})",
+            machine.paranoid
+        ));
+        Scope::Process
+    } else if runs_on.is_empty() || runs_on.len() > MAX_CPU_WIDE {
+        reasons.push(format!(
+            "per-process events: the program may run on {} CPUs, too many to sample them all; \
+             pin it with --cpu N for cheaper CPU-wide sampling",
+            runs_on.len()
+        ));
+        Scope::Process
+    } else {
+        let why = match req.pin_cpu {
+            Some(cpu) => format!("pinned to CPU {cpu} while recording"),
+            None if runs_on.len() == 1 => "the program is pinned to it".into(),
+            None => "the CPUs the program may run on".into(),
+        };
+        reasons.push(format!(
+            "CPU-wide events on CPU {runs_on} ({why}): cheaper than per-process events at context switches"
+        ));
+        Scope::Cpus(runs_on)
+    };
+    Ok(Plan {
+        target: req.target.clone(),
+        output: req.output.clone(),
+        duration: req.duration,
+        sampling,
+        event,
+        frequency,
+        scope,
+        pin_cpu: req.pin_cpu,
+        reasons,
+    })
+}
+
+fn sampling_name(s: SampleKind) -> &'static str {
+    match s {
+        SampleKind::Stack => "call stacks by frame pointers",
+        SampleKind::Branch => "branch records of calls",
+    }
+}
+
+impl Plan {
+    /// The arguments after `perf`.
+    pub fn perf_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec!["record".into(), "-o".into(), self.output.clone().into()];
+        args.extend([
+            "-e".into(),
+            self.event.into(),
+            "-F".into(),
+            self.frequency.to_string().into(),
+        ]);
+        match self.sampling {
+            SampleKind::Stack => args.extend(["--call-graph".into(), "fp".into()]),
+            SampleKind::Branch => args.extend(["-j".into(), "any_call,u".into()]),
+        }
+        match (&self.scope, &self.target) {
+            (Scope::Cpus(cpus), _) => {
+                args.extend(["-a".into(), "-C".into(), cpus.to_string().into()])
+            }
+            (Scope::Process, Target::Pid(pid)) => {
+                args.extend(["-p".into(), pid.to_string().into()])
+            }
+            (Scope::Process, Target::Command(_)) => {}
+        }
+        match (&self.target, self.duration) {
+            (Target::Command(cmd), _) => {
+                args.push("--".into());
+                args.extend(cmd.iter().cloned());
+            }
+            // perf times the recording itself: it starts `sleep` once its events are set up,
+            // which on a loaded machine (or CPU-wide, where perf first lists every process)
+            // takes a second or more of a short recording's time.
+            (Target::Pid(_), Some(d)) => args.extend([
+                "--".into(),
+                "sleep".into(),
+                format!("{:.3}", d.as_secs_f64()).into(),
+            ]),
+            (Target::Pid(_), None) => {}
+        }
+        args
+    }
+
+    /// When to stop perf ourselves: after the duration for a command, which runs as long as it
+    /// likes; for a process perf stops itself (see [`Plan::perf_args`]), and this is only a
+    /// safety net, as long again as the duration plus 30 s.
+    pub fn stop_after(&self) -> Option<Duration> {
+        let d = self.duration?;
+        Some(match self.target {
+            Target::Command(_) => d,
+            Target::Pid(_) => d.saturating_mul(2).saturating_add(Duration::from_secs(30)),
+        })
+    }
+
+    /// The whole command line, for people to read and re-run.
+    pub fn command_line(&self) -> String {
+        std::iter::once("perf".to_string())
+            .chain(
+                self.perf_args()
+                    .iter()
+                    .map(|a| shell::word(&a.to_string_lossy())),
+            )
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(cycles: bool, branch_calls: bool, cpus: &str) -> Machine {
+        Machine {
+            cycles,
+            branch_calls,
+            max_sample_rate: 8700,
+            paranoid: 2,
+            root: true,
+            online: CpuSet::parse(cpus).unwrap(),
+        }
+    }
+
+    fn request(target: Target) -> Request {
+        Request {
+            target,
+            output: "perf.data".into(),
+            duration: None,
+            frequency: None,
+            pin_cpu: None,
+            per_process: false,
+            sampling: None,
+        }
+    }
+
+    fn args(plan: &Plan) -> String {
+        plan.command_line()
+    }
+
+    #[test]
+    fn vm_without_pmu_samples_stacks_on_the_software_clock() {
+        let m = machine(false, false, "0-1");
+        let p = plan(
+            &request(Target::Command(vec!["./prog".into(), "a b".into()])),
+            &m,
+            &m.online,
+        )
+        .unwrap();
+        assert_eq!(p.sampling, SampleKind::Stack);
+        assert_eq!(
+            args(&p),
+            "perf record -o perf.data -e cpu-clock:u -F 4999 --call-graph fp -a -C 0-1 -- ./prog 'a b'"
+        );
+    }
+
+    #[test]
+    fn lbr_machine_records_call_branches() {
+        let m = machine(true, true, "0-7");
+        let p = plan(&request(Target::Pid(42)), &m, &CpuSet::parse("3").unwrap()).unwrap();
+        assert_eq!(
+            args(&p),
+            "perf record -o perf.data -e cycles:u -F 4999 -j any_call,u -a -C 3"
+        );
+    }
+
+    #[test]
+    fn perf_times_a_process_recording_and_hottext_only_a_command() {
+        let m = machine(false, false, "0-1");
+        let mut r = request(Target::Pid(42));
+        r.duration = Some(Duration::from_millis(2500));
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert!(
+            args(&p).ends_with(" -a -C 0-1 -- sleep 2.500"),
+            "{}",
+            args(&p)
+        );
+        assert_eq!(p.stop_after(), Some(Duration::from_secs(35)));
+        r.target = Target::Command(vec!["./prog".into()]);
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert!(args(&p).ends_with(" -- ./prog"), "{}", args(&p));
+        assert_eq!(p.stop_after(), Some(Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn pinning_samples_only_that_cpu() {
+        let m = machine(false, false, "0-3");
+        let mut r = request(Target::Pid(42));
+        r.pin_cpu = Some(2);
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert_eq!(p.scope, Scope::Cpus(CpuSet::one(2)));
+        r.pin_cpu = Some(9);
+        assert!(matches!(
+            plan(&r, &m, &m.online),
+            Err(RecordError::CpuOffline { cpu: 9, .. })
+        ));
+        let mut c = request(Target::Command(vec!["x".into()]));
+        c.pin_cpu = Some(1);
+        assert!(matches!(
+            plan(&c, &m, &m.online),
+            Err(RecordError::PinNeedsPid)
+        ));
+    }
+
+    #[test]
+    fn big_unpinned_process_falls_back_to_per_process_events() {
+        let m = machine(false, false, "0-63");
+        let p = plan(&request(Target::Pid(42)), &m, &m.online).unwrap();
+        assert_eq!(p.scope, Scope::Process);
+        assert!(args(&p).ends_with("-p 42"), "{}", args(&p));
+        assert!(p.reasons.iter().any(|r| r.contains("--cpu")));
+    }
+
+    #[test]
+    fn unprivileged_users_get_per_process_events_and_paranoid_3_is_an_error() {
+        let mut m = machine(false, false, "0-1");
+        m.root = false;
+        let p = plan(&request(Target::Pid(42)), &m, &m.online).unwrap();
+        assert_eq!(p.scope, Scope::Process);
+        m.paranoid = 3;
+        assert!(matches!(
+            plan(&request(Target::Pid(42)), &m, &m.online),
+            Err(RecordError::Forbidden { level: 3 })
+        ));
+    }
+
+    #[test]
+    fn frequency_is_capped_by_the_kernel_and_branch_needs_a_pmu() {
+        let m = machine(false, false, "0");
+        let mut r = request(Target::Pid(1));
+        r.frequency = Some(20000);
+        assert_eq!(plan(&r, &m, &m.online).unwrap().frequency, 8700);
+        r.sampling = Some(SampleKind::Branch);
+        assert!(matches!(
+            plan(&r, &m, &m.online),
+            Err(RecordError::NoBranchRecords)
+        ));
+    }
+}

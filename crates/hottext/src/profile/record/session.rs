@@ -1,0 +1,233 @@
+//! A running `perf record`: started from a [`Plan`], watched, stopped, and what it cost.
+
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{Plan, RecordError, Scope, Target};
+use crate::os::cpus::{self, Pinned};
+use crate::os::proc::{self, Pid};
+
+/// A running `perf record`.
+pub struct Session {
+    child: Child,
+    stderr: Option<JoinHandle<String>>,
+    pinned: Option<Pinned>,
+    started: Instant,
+    output: PathBuf,
+    /// A pid target recorded CPU-wide: perf does not notice when it exits, so we watch it.
+    watch_pid: Option<Pid>,
+    stop_sent: bool,
+    perf_cpu_ticks: u64,
+    sigint_before: Option<libc::sighandler_t>,
+}
+
+/// How a recording went.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub wall_seconds: f64,
+    /// CPU time of the perf process itself (not the kernel's sampling work in the program).
+    pub perf_cpu_seconds: f64,
+    /// perf's own count, from its closing line.
+    pub samples: Option<u64>,
+    pub bytes: u64,
+    /// perf's messages (warnings about lost samples and the like).
+    pub perf_messages: String,
+    /// Set when the pinned process's affinity could not be put back.
+    pub restore_error: Option<String>,
+}
+
+impl Session {
+    /// Pins the target if the plan says so, then starts perf. While perf runs this process
+    /// ignores Ctrl-C, so that perf (which gets it too) stops and writes its file, and we still
+    /// put the affinity back.
+    pub fn start(plan: &Plan) -> Result<Session, RecordError> {
+        if let Target::Pid(pid) = plan.target {
+            if !proc::exists(pid) {
+                return Err(RecordError::NoSuchProcess { pid });
+            }
+        }
+        let pinned = match (plan.pin_cpu, &plan.target) {
+            (Some(cpu), Target::Pid(pid)) => {
+                Some(cpus::pin(*pid, cpu).map_err(|source| RecordError::Pin {
+                    pid: *pid,
+                    cpu,
+                    source,
+                })?)
+            }
+            _ => None,
+        };
+        let mut perf = Command::new("perf");
+        perf.args(plan.perf_args())
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl is async-signal-safe, as the code between fork and exec must be.
+        // If we die, perf is told to stop and write its file rather than record forever.
+        unsafe {
+            perf.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        }
+        let spawned = perf.spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(p) = pinned {
+                    let _ = p.restore(); // best effort: perf never ran
+                }
+                return Err(match e.kind() {
+                    io::ErrorKind::NotFound => RecordError::PerfMissing,
+                    _ => RecordError::Spawn(e),
+                });
+            }
+        };
+        // Drain perf's stderr on a thread, or perf blocks once the pipe fills.
+        let stderr = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text);
+                text
+            })
+        });
+        // SAFETY: installing SIG_IGN has no preconditions; the old handler is put back on drop.
+        let sigint_before = Some(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) });
+        let watch_pid = match (&plan.target, &plan.scope) {
+            (Target::Pid(pid), Scope::Cpus(_)) => Some(*pid),
+            _ => None,
+        };
+        Ok(Session {
+            child,
+            stderr,
+            pinned,
+            started: Instant::now(),
+            output: plan.output.clone(),
+            watch_pid,
+            stop_sent: false,
+            perf_cpu_ticks: 0,
+            sigint_before,
+        })
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Bytes perf has written so far.
+    pub fn bytes_written(&self) -> u64 {
+        std::fs::metadata(&self.output)
+            .map(|m| m.len())
+            .unwrap_or(0)
+    }
+
+    /// Asks perf to stop (as Ctrl-C would); it then writes its file and exits.
+    pub fn stop(&mut self) {
+        if !self.stop_sent {
+            self.stop_sent = true;
+            // SAFETY: kill has no memory preconditions; the pid is our own live child.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        }
+    }
+
+    /// Checks on perf without blocking: `Some` once it has exited.
+    pub fn poll(&mut self) -> Result<Option<Outcome>, RecordError> {
+        if let Some(perf) = proc::stat(self.child.id() as i32) {
+            self.perf_cpu_ticks = perf.own_ticks;
+        }
+        if self.watch_pid.is_some_and(|pid| !proc::exists(pid)) {
+            self.stop();
+        }
+        match self.child.try_wait().map_err(RecordError::Spawn)? {
+            None => Ok(None),
+            Some(status) => self.finish(status).map(Some),
+        }
+    }
+
+    fn finish(&mut self, status: ExitStatus) -> Result<Outcome, RecordError> {
+        let messages = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        let restore_error = self
+            .pinned
+            .take()
+            .and_then(|p| p.restore().err())
+            .map(|e| e.to_string());
+        self.restore_sigint();
+        // perf re-raises the SIGINT that stopped it once its file is written. When it times
+        // the recording with `sleep` (see `Plan::perf_args`) and we stop it early, it ends
+        // `sleep` with SIGTERM and passes that on instead.
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        let stopped =
+            signal == Some(libc::SIGINT) || (self.stop_sent && signal == Some(libc::SIGTERM));
+        let bytes = self.bytes_written();
+        if !(status.success() || stopped) || bytes == 0 {
+            return Err(RecordError::PerfFailed {
+                status: status.to_string(),
+                stderr: messages.trim().to_string(),
+            });
+        }
+        Ok(Outcome {
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            perf_cpu_seconds: self.perf_cpu_ticks as f64 / proc::clock_ticks_per_second(),
+            samples: samples_in_closing_line(&messages),
+            bytes,
+            perf_messages: messages.trim().to_string(),
+            restore_error,
+        })
+    }
+
+    fn restore_sigint(&mut self) {
+        if let Some(handler) = self.sigint_before.take() {
+            // SAFETY: puts back the handler `signal` returned earlier.
+            unsafe { libc::signal(libc::SIGINT, handler) };
+        }
+    }
+}
+
+impl Drop for Session {
+    /// Stops perf and unpins the target if the session is abandoned (an error in the caller).
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop();
+            let _ = self.child.wait();
+        }
+        if let Some(p) = self.pinned.take() {
+            let _ = p.restore();
+        }
+        self.restore_sigint();
+    }
+}
+
+/// perf ends with "[ perf record: Captured and wrote 1.403 MB perf.data (18304 samples) ]".
+fn samples_in_closing_line(messages: &str) -> Option<u64> {
+    let line = messages
+        .lines()
+        .rev()
+        .find(|l| l.contains("Captured and wrote"))?;
+    let open = line.rfind('(')?;
+    line[open + 1..].split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_perf_closing_line() {
+        let msg = "[ perf record: Woken up 1 times to write data ]\n\
+                   [ perf record: Captured and wrote 1.403 MB p.data (18304 samples) ]\n";
+        assert_eq!(samples_in_closing_line(msg), Some(18304));
+        assert_eq!(samples_in_closing_line("nothing"), None);
+    }
+}
