@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{hottext, require, run, stderr, write};
+use common::{hottext, require, row, run, stderr, write};
 use serde_json::Value;
 
 const FUNCTIONS: usize = 100;
@@ -96,18 +96,10 @@ fn build(dir: &Path) {
     }
 }
 
+/// The report of a run that must have succeeded.
 fn json(o: &std::process::Output) -> Value {
     assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).expect("the report is JSON")
-}
-
-fn row<'a>(report: &'a Value, key: &str) -> &'a Value {
-    report["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["key"] == key)
-        .unwrap_or_else(|| panic!("no row {key} in {report}"))
+    common::json(o)
 }
 
 #[test]

@@ -195,3 +195,38 @@ pub fn perf_record(dir: &Path, prog: &Path, args: &[&str]) -> PathBuf {
     );
     data
 }
+
+/// Tests that measure time: running two at once on a 2-CPU machine would only add noise.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The JSON document a `--json` run printed.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&stdout(out))
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", stdout(out), stderr(out)))
+}
+
+/// The row of a report (`ab`, `stat`) with this key.
+pub fn row<'a>(report: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == key)
+        .unwrap_or_else(|| panic!("no row {key} in {report:#}"))
+}
+
+/// A JSON number.
+pub fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// `hottext ab --json ARGS` in `dir`.
+pub fn ab(dir: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["ab", "--json"];
+    all.extend_from_slice(args);
+    hottext(&all, dir)
+}
