@@ -1,0 +1,129 @@
+//! `hottext record` end to end: a command it starts, a running process it pins and gives back.
+//!
+//! These tests need gcc and perf, and permission to use perf.
+
+mod common;
+mod program;
+
+use std::process::Command;
+
+use common::{hottext, record_until_enough, require_perf, stderr, KillOnDrop};
+use program::{build, call_weight, enough_samples, WORK_SECONDS};
+use tempfile::TempDir;
+
+#[test]
+fn record_runs_a_command_and_says_how() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    record_until_enough(WORK_SECONDS, |seconds| {
+        let out = hottext(
+            &[
+                "record",
+                "-o",
+                "rec.data",
+                "--",
+                "./prog",
+                &seconds.to_string(),
+            ],
+            dir.path(),
+        );
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("recording call stacks") || err.contains("recording branch records"),
+            "{err}"
+        );
+        assert!(err.contains("$ perf record -o rec.data"), "{err}");
+        assert!(err.contains("perf's own cost"), "{err}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            1,
+            "the program's own output"
+        );
+        enough_samples(dir.path(), &dir.path().join("rec.data"), &prog, &[])
+    });
+
+    let out = hottext(
+        &[
+            "profile",
+            "rec.data",
+            "--binary",
+            "prog",
+            "-o",
+            "prog.profile",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_to_string(dir.path().join("prog.profile")).unwrap();
+    assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
+}
+
+#[test]
+fn record_pins_a_running_process_and_gives_its_affinity_back() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    // It works until the test is done with it: an hour of CPU time is never reached.
+    let child = KillOnDrop(
+        Command::new(&prog)
+            .arg("3600")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id().to_string();
+    let allowed = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap()
+            .to_string()
+    };
+    let before = allowed();
+    record_until_enough(WORK_SECONDS, |seconds| {
+        let out = hottext(
+            &[
+                "record",
+                "--pid",
+                &pid,
+                "--duration",
+                &seconds.to_string(),
+                "--cpu",
+                "0",
+                "-o",
+                "pid.data",
+                "--json",
+            ],
+            dir.path(),
+        );
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(allowed(), before, "affinity not restored");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["scope"], "cpus 0", "{v}");
+        assert!(
+            v["perf_command"].as_str().unwrap().contains("-a -C 0"),
+            "{v}"
+        );
+        enough_samples(
+            dir.path(),
+            &dir.path().join("pid.data"),
+            &prog,
+            &["--pid", &pid],
+        )
+    });
+    drop(child);
+
+    let out = hottext(
+        &[
+            "profile", "pid.data", "--binary", "prog", "--pid", &pid, "-o", "p.txt",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profile = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
+    assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
+}
