@@ -5,110 +5,16 @@
 mod common;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use common::{hottext, record_until_enough, run, stderr, stdout, write, KillOnDrop};
-use hottext::store::meta::Meta;
 use hottext::store::Store;
-use support::{build_service, git, need, repo_with};
-
-const META: &str = "hottext/svc.meta";
-const BRANCH: &str = "hottext/profile";
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn pipeline_run(repo: &Path, config: &str, extra: &[&str]) -> Output {
-    let mut args = vec!["pipeline", "run", "--config", config];
-    args.extend_from_slice(extra);
-    let out = hottext(&args, repo);
-    eprintln!(
-        "--- pipeline run {config}:\n{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
-/// Samples of the service a test wants in a recording before it judges a run; the gate's
-/// `min_samples` in the tests' configs.
-const ENOUGH_SAMPLES: u64 = 200;
-
-/// `config` with its recording `seconds` set.
-fn recording_for(config: &str, seconds: f64) -> String {
-    let lines: Vec<String> = config
-        .lines()
-        .map(|l| {
-            if l.starts_with("seconds = ") {
-                format!("seconds = {seconds}")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    lines.join("\n") + "\n"
-}
-
-/// `Err` when a pipeline run caught fewer than [`ENOUGH_SAMPLES`] of the service, read from its
-/// report (JSON or the gate's lines on stdout; an error on stderr); such a run changed nothing.
-fn caught_enough(out: &Output) -> Result<(), String> {
-    let err = stderr(out);
-    if let Some(line) = err.lines().find(|l| l.contains("fell in its functions")) {
-        return Err(line.to_string());
-    }
-    let report = stdout(out);
-    let samples = match serde_json::from_str::<serde_json::Value>(&report) {
-        Ok(report) => report["samples"].as_u64(),
-        Err(_) => report
-            .lines()
-            .find_map(|l| l.split_once(" samples of the binary"))
-            .and_then(|(head, _)| head.rsplit(' ').next()?.parse().ok()),
-    };
-    match samples {
-        Some(n) if n < ENOUGH_SAMPLES => Err(format!("{n} samples of the service")),
-        _ => Ok(()),
-    }
-}
-
-/// Runs the pipeline with `config` (a file in `repo`), recording longer each time until a run
-/// catches [`ENOUGH_SAMPLES`] of the service. The tries' configs are `try-*.toml`, which the
-/// test repositories ignore.
-fn pipeline_until_enough(repo: &Path, config: &str, extra: &[&str]) -> Output {
-    let text = std::fs::read_to_string(repo.join(config)).unwrap();
-    let tried = format!("try-{config}");
-    record_until_enough(1.0, |seconds| {
-        write(repo, &tried, &recording_for(&text, seconds));
-        let out = pipeline_run(repo, &tried, extra);
-        caught_enough(&out).map(|()| out)
-    })
-}
-
-/// The commits the branch added on top of `main`, oldest first.
-fn branch_commits(repo: &Path) -> Vec<String> {
-    git(repo, &["rev-list", "--reverse", &format!("main..{BRANCH}")])
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-/// Files a commit changed.
-fn changed(repo: &Path, commit: &str) -> String {
-    git(
-        repo,
-        &["diff-tree", "--no-commit-id", "--name-only", "-r", commit],
-    )
-}
-
-fn meta_at(repo: &Path, commit: &str) -> Meta {
-    let text = git(repo, &["show", &format!("{commit}:{META}")]);
-    Meta::parse(&text, Path::new(META)).expect("the committed meta file parses")
-}
-
-fn message(repo: &Path, commit: &str) -> String {
-    git(repo, &["log", "-1", "--format=%B", commit])
-}
+use support::pipeline::{
+    branch_commits, caught_enough, changed, message, meta_at, pipeline_until_enough, recording_for,
+    service_repo, workspace, BRANCH, ENOUGH_SAMPLES, META,
+};
+use support::{git, need, repo_with};
 
 const CMAKELISTS: &str = r#"cmake_minimum_required(VERSION 3.15)
 project(demo C)
@@ -299,22 +205,6 @@ fn two_runs_commit_only_the_meta_file_and_the_cmake_build_uses_the_newer_profile
     );
 }
 
-/// A repository holding the small service and a config that starts it.
-fn service_repo(dir: &Path, extra_config: &str) -> PathBuf {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    build_service(&repo, "svc", &[]);
-    let config = format!(
-        "[service]\nname = \"svc\"\nbinary = \"svc\"\ncommand = [\"./svc\"]\nstartup_seconds = 0.2\n\
-         [record]\nseconds = 1\n[store]\nurl = \"../store\"\n[repo]\nmeta = \"{META}\"\n{extra_config}\
-         [gate]\nmin_samples = {ENOUGH_SAMPLES}\n"
-    );
-    std::fs::write(repo.join("hottext.toml"), config).unwrap();
-    std::fs::write(repo.join(".gitignore"), "svc\nsvc.o\ntry-*.toml\n").unwrap();
-    repo_with(&repo, &[]);
-    repo
-}
-
 #[test]
 fn two_runs_at_once_queue_on_the_lock_and_leave_a_linear_history() {
     need("perf", "--version");
@@ -435,91 +325,4 @@ fn a_failed_gate_changes_nothing_and_a_passing_run_pushes() {
         .unwrap()
         .count();
     assert_eq!(objects, 1, "a failed gate stored a profile");
-}
-
-#[test]
-fn install_weekly_writes_the_units_and_prints_the_cron_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    write(
-        d,
-        "hottext.toml",
-        "[service]\nname = \"web\"\npid = 1\n[store]\nurl = \"store\"\n[repo]\nmeta = \"web.meta\"\n",
-    );
-    let out = hottext(
-        &[
-            "pipeline",
-            "install",
-            "--weekly",
-            "--config",
-            "hottext.toml",
-            "--unit-dir",
-            "units",
-        ],
-        d,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let config = std::fs::canonicalize(d.join("hottext.toml")).unwrap();
-    let service = std::fs::read_to_string(d.join("units/hottext-pipeline-web.service")).unwrap();
-    let exec = format!(
-        "ExecStart={} pipeline run --config {}\n",
-        env!("CARGO_BIN_EXE_hottext"),
-        config.display()
-    );
-    assert!(service.contains(&exec), "{service}");
-    let timer = std::fs::read_to_string(d.join("units/hottext-pipeline-web.timer")).unwrap();
-    assert!(timer.contains("OnCalendar=weekly"), "{timer}");
-    assert_eq!(
-        stdout(&out).trim(),
-        format!(
-            "0 3 * * 1 {} pipeline run --config {}",
-            env!("CARGO_BIN_EXE_hottext"),
-            config.display()
-        )
-    );
-}
-
-#[test]
-fn a_config_with_two_targets_is_an_input_error() {
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "bad.toml",
-        "[service]\nname = \"x\"\npid = 1\nsystemd_unit = \"x.service\"\n[store]\nurl = \"s\"\n[repo]\nmeta = \"m\"\n",
-    );
-    let out = hottext(&["pipeline", "run", "--config", "bad.toml"], dir.path());
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("exactly one of pid, pid_file, systemd_unit or command"),
-        "{}",
-        stderr(&out)
-    );
-}
-
-#[test]
-fn the_load_command_runs_while_recording_and_its_end_ends_the_recording() {
-    need("perf", "--version");
-    let dir = tempfile::tempdir().unwrap();
-    let repo = service_repo(dir.path(), "");
-    let config = std::fs::read_to_string(repo.join("hottext.toml")).unwrap();
-    // A 60 s recording, cut short when the load (a sleep here) exits; a longer sleep when the
-    // recording caught too few samples.
-    let (load, out) = record_until_enough(1.0, |load| {
-        let config = recording_for(&config, 60.0).replace(
-            "command = [\"./svc\"]",
-            &format!("command = [\"./svc\"]\nload = [\"sleep\", \"{load}\"]"),
-        );
-        write(&repo, "try-load.toml", &config);
-        let out = pipeline_run(&repo, "try-load.toml", &["--json"]);
-        caught_enough(&out).map(|()| (load, out))
-    });
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let seconds = report["seconds"].as_f64().unwrap();
-    // Perf starts just after the load and stops within moments of its end, long before 60 s.
-    assert!(
-        seconds > load / 2.0 && seconds < load + 10.0,
-        "recorded {seconds} s with a load of {load} s"
-    );
-    assert_eq!(branch_commits(&repo).len(), 1);
 }

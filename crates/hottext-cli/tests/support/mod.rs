@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod pipeline;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
