@@ -10,57 +10,10 @@ use std::path::Path;
 use std::process::Output;
 
 use common::{hottext, run, stderr, stdout};
-use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
-use hottext::graph::Graph;
-use hottext::pipeline::rematch::add_fingerprints;
 use hottext::store::ObjectHash;
 use support::build_service;
-
-/// What a recording of the service looks like: handler_a hottest, then b and c.
-const PROFILE: &str = "# hottext profile v1\n\
-    fn main 64 1\nfn serve 64 20\nfn handler_a 64 30\nfn handler_b 64 20\nfn handler_c 64 10\n\
-    fn leaf0 32 8\nfn leaf1 32 8\nfn leaf4 32 5\nfn leaf7 32 5\n\
-    call main serve 20\ncall serve handler_a 30\ncall serve handler_b 20\ncall serve handler_c 10\n\
-    call handler_a leaf0 8\ncall handler_a leaf1 8\ncall handler_b leaf4 5\ncall handler_c leaf7 5\n";
-
-/// The profile with the code fingerprints of `binary`, as the pipeline writes it.
-fn profile_of(binary: &Path, text: &str) -> String {
-    let bin = Binary::open(binary).unwrap();
-    let mut g = Graph::read(text.as_bytes()).unwrap();
-    for f in &mut g.funcs {
-        let ours = bin.functions.iter().find(|b| b.name == f.name).unwrap();
-        f.size = ours.size; // profiles take sizes from the symbol table
-    }
-    if let Some(id) = bin.build_id_hex() {
-        g.set_header("build-id", id);
-    }
-    add_fingerprints(&mut g, &fingerprints(&bin).unwrap());
-    let mut out = Vec::new();
-    g.write(&mut out).unwrap();
-    String::from_utf8(out).unwrap()
-}
-
-/// Builds the service, stores its profile and writes `svc.meta`; returns the object's hash.
-fn publish(dir: &Path) -> ObjectHash {
-    let base = build_service(dir, "base", &[]);
-    let text = profile_of(&base, PROFILE);
-    std::fs::write(dir.join("svc.profile"), &text).unwrap();
-    let put = hottext(
-        &[
-            "store",
-            "put",
-            "svc.profile",
-            "--store",
-            "store",
-            "--meta",
-            "svc.meta",
-        ],
-        dir,
-    );
-    assert!(put.status.success(), "{}", stderr(&put));
-    ObjectHash::of(text.as_bytes())
-}
+use support::published::publish;
 
 fn fetch(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -405,78 +358,4 @@ fn stale_profile_is_refused_below_the_threshold() {
     // At a lower threshold the remaining functions are ordered.
     let out = fetch(d, &["--min-matched", "0.5"]);
     assert!(out.status.success(), "{}", stderr(&out));
-}
-
-#[test]
-fn makefile_snippet_links_an_ordered_binary_and_relinks_when_the_meta_changes() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    publish(d);
-    let snippet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/make/hottext.mk");
-    let makefile = format!(
-        "HOTTEXT_META := svc.meta\ninclude {}\nCFLAGS := -O1 -fno-inline $(HOTTEXT_CFLAGS)\n\
-         svc: service.o $(HOTTEXT_DEPS)\n\t$(hottext_link)\n",
-        snippet.display()
-    );
-    std::fs::write(d.join("Makefile"), makefile).unwrap();
-    let hottext_bin = format!("HOTTEXT={}", env!("CARGO_BIN_EXE_hottext"));
-    let out = run("make", &[&hottext_bin], d);
-    // make shows the recipes' stdout, where fetch reports.
-    assert!(
-        stdout(&out).contains("functions in order"),
-        "{}",
-        stdout(&out)
-    );
-    let verify = hottext(&["verify", "--binary", "svc"], d);
-    assert!(
-        verify.status.success(),
-        "{}{}",
-        stdout(&verify),
-        stderr(&verify)
-    );
-    // Up to date until the meta file changes.
-    let again = run("make", &[&hottext_bin], d);
-    assert!(stdout(&again).contains("up to date"), "{}", stdout(&again));
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    let meta = std::fs::read_to_string(d.join("svc.meta")).unwrap();
-    std::fs::write(
-        d.join("svc.meta"),
-        meta.replace("binary-version: unknown", "binary-version: 2"),
-    )
-    .unwrap();
-    let relink = run("make", &[&hottext_bin], d);
-    assert!(stdout(&relink).contains("version 2"), "{}", stdout(&relink));
-}
-
-#[test]
-fn cmake_module_with_gold_links_the_order_file_and_the_markers() {
-    support::need("cmake", "--version");
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    publish(d);
-    let cmake_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cmake");
-    let lists = format!(
-        "cmake_minimum_required(VERSION 3.15)\nproject(svc C)\n\
-         set(hottext_DIR {})\nfind_package(hottext CONFIG REQUIRED)\n\
-         add_executable(svc service.c)\ntarget_compile_options(svc PRIVATE -O1 -fno-inline)\n\
-         hottext_optimize(svc META svc.meta LINKER gold)\n",
-        cmake_dir.display()
-    );
-    std::fs::write(d.join("CMakeLists.txt"), lists).unwrap();
-    let exe = format!("-DHOTTEXT_EXECUTABLE={}", env!("CARGO_BIN_EXE_hottext"));
-    run("cmake", &["-S", ".", "-B", "build", &exe], d);
-    let build = run("cmake", &["--build", "build", "--verbose"], d);
-    let log = format!("{}{}", stdout(&build), stderr(&build));
-    assert!(
-        log.contains("-fuse-ld=gold") && log.contains("--section-ordering-file="),
-        "{log}"
-    );
-    assert!(log.contains("hot_markers.o"), "{log}");
-    let verify = hottext(&["verify", "--binary", "build/svc"], d);
-    assert!(
-        verify.status.success(),
-        "{}{}",
-        stdout(&verify),
-        stderr(&verify)
-    );
 }

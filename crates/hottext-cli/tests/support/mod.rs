@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod pipeline;
+pub mod published;
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
