@@ -18,11 +18,11 @@ pub mod fetch;
 pub mod gate;
 pub mod git;
 pub mod lock;
+mod message;
 pub mod rematch;
 pub mod schedule;
 pub mod service;
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,6 +41,7 @@ use drift::Drift;
 use gate::Check;
 use git::{GitError, Repo};
 use lock::{Lock, LockError};
+use message::commit_message;
 
 /// Movers named in the commit message.
 const TOP_MOVERS: usize = 8;
@@ -350,89 +351,6 @@ fn coverage(g: &Graph) -> (usize, usize) {
         })
         .count();
     (samples.len(), needed)
-}
-
-/// The commit message: a summary line, then what a reviewer needs to judge the change.
-fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String {
-    let mut m = String::new();
-    let _ = writeln!(
-        m,
-        "hottext: refresh the profile of {} ({} samples, {:.1}% resolved)",
-        r.service,
-        r.samples,
-        100.0 * r.resolved_fraction
-    );
-    let _ = writeln!(m);
-    let _ = writeln!(m, "object    {}", meta.object);
-    let _ = writeln!(
-        m,
-        "window    {} .. {} ({:.0} s)",
-        r.window_start, r.window_end, r.seconds
-    );
-    let _ = writeln!(
-        m,
-        "binary    build-id {}, version {}",
-        meta.binary_build_id.as_deref().unwrap_or("none"),
-        meta.binary_version
-    );
-    let _ = writeln!(
-        m,
-        "coverage  {} functions with samples; {} of them hold 99% of the samples",
-        r.hot_functions, r.functions_for_99_percent
-    );
-    match &r.previous {
-        None => {
-            let _ = writeln!(m, "previous  none: this is the first profile");
-        }
-        Some(p) if p.merged => {
-            let _ = writeln!(
-                m,
-                "previous  {} merged with decay {} ({:.1}% of its weight matched, {:.1}% by code under a new name)",
-                p.object.as_deref().unwrap_or("?"),
-                config.merge.decay,
-                100.0 * p.matched_fraction,
-                100.0 * p.matched_by_code_fraction
-            );
-        }
-        Some(p) => {
-            let _ = writeln!(
-                m,
-                "previous  {} not merged: {}",
-                p.object.as_deref().unwrap_or("?"),
-                p.note.as_deref().unwrap_or("")
-            );
-        }
-    }
-    if let Some(d) = &r.drift {
-        let _ = writeln!(
-            m,
-            "drift     {:.3} (0 = same shares of samples, 1 = nothing in common)",
-            d.distance
-        );
-        if !d.movers.is_empty() {
-            let _ = writeln!(m, "\ntop movers (share of samples, previous -> this run):");
-            for mv in &d.movers {
-                let _ = writeln!(
-                    m,
-                    "  {:+6.2}  {:6.2}% -> {:6.2}%  {}",
-                    100.0 * (mv.after_fraction - mv.before_fraction),
-                    100.0 * mv.before_fraction,
-                    100.0 * mv.after_fraction,
-                    mv.name
-                );
-            }
-        }
-    }
-    let _ = writeln!(m, "\ngate:");
-    for c in &r.gate {
-        let _ = writeln!(
-            m,
-            "  {} {}",
-            if c.passed { "ok  " } else { "FAIL" },
-            c.detail
-        );
-    }
-    m
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! `hottext ab`: is B (say, the hot-text build) better than A, and is the difference real.
 
-use std::io::Write;
+mod table;
+
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use hottext::measure::ab::{self, Config, Regex, Report, RunRecord, Service, ServiceMetric};
+use hottext::measure::ab::{self, Config, Regex, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::simulate::compare::SimConfig;
@@ -12,7 +13,9 @@ use hottext::measure::stats::{Better, MIN_ROUNDS};
 use hottext::os::cpus;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::stat::{event_parameters, number, with_unit};
+use super::stat::event_parameters;
+use table::print_report;
+
 use crate::output;
 
 /// Compare A and B: interleaved runs, counters, B/A with a 95 % interval, a verdict
@@ -369,75 +372,4 @@ fn progress_bar(runs: u64) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
-}
-
-fn print_report(r: &Report) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "A  {}", r.a)?;
-    writeln!(out, "B  {}", r.b)?;
-    let place = match r.cpu {
-        Some(cpu) => format!("; server pinned to CPU {cpu}, counted with perf stat -a -C {cpu}"),
-        None => String::new(),
-    };
-    writeln!(
-        out,
-        "{} rounds (A B, B A, ...) after {} warm-up{place}",
-        r.runs, r.warmup
-    )?;
-    writeln!(
-        out,
-        "B/A: median of per-round ratios; 95 % interval: ratios ranked {} and {} of {} ({:.1} % coverage)\n",
-        r.interval_ranks.0,
-        r.interval_ranks.1,
-        r.runs,
-        100.0 * r.interval_coverage
-    )?;
-    writeln!(
-        out,
-        "{:<28} {:>14} {:>14} {:>8}  {:<18} verdict",
-        "metric", "median A", "median B", "B/A", "95 % interval"
-    )?;
-    for row in &r.rows {
-        let c = &row.comparison;
-        let (ratio, interval) = match c.ratio {
-            Some(x) => (
-                format!("{:.3}", x.median),
-                format!("[{:.3}, {:.3}]", x.low, x.high),
-            ),
-            None => ("-".to_string(), "-".to_string()),
-        };
-        writeln!(
-            out,
-            "{:<28} {:>14} {:>14} {:>8}  {:<18} {}",
-            with_unit(&row.label, &row.unit),
-            number(c.median_a),
-            number(c.median_b),
-            ratio,
-            interval,
-            c.verdict.describe()
-        )?;
-    }
-    if let Some(row) = r.headline.as_deref().and_then(|k| r.row(k)) {
-        let interval = row.comparison.ratio.map_or(String::new(), |x| {
-            format!(
-                " (B/A {:.3}, 95 % interval [{:.3}, {:.3}])",
-                x.median, x.low, x.high
-            )
-        });
-        writeln!(
-            out,
-            "\nverdict by {}: {}{interval}",
-            with_unit(&row.label, &row.unit),
-            row.comparison.verdict.describe()
-        )?;
-    }
-    if !r.same_outputs.is_empty() && !r.outputs_differ() {
-        if let Some(text) = r.same_outputs.keys().next() {
-            writeln!(out, "every run printed the same --expect-same text: {text}")?;
-        }
-    }
-    for note in &r.notes {
-        writeln!(out, "note: {note}")?;
-    }
-    Ok(())
 }
