@@ -18,7 +18,7 @@ int main(void)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int st = hottext_hugify_self();
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    hottext_result r;
+    hottext_result r = HOTTEXT_RESULT_INIT;
     hottext_last_result(&r);
     uint64_t acc = 0;
     for (uint64_t i = 0; i < hot_count; i++)

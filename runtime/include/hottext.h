@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define HOTTEXT_VERSION_MAJOR 0
-#define HOTTEXT_VERSION_MINOR 1
+#define HOTTEXT_VERSION_MINOR 2
 #define HOTTEXT_VERSION_PATCH 0
 /* One number to compare: major * 10000 + minor * 100 + patch. */
 #define HOTTEXT_VERSION (HOTTEXT_VERSION_MAJOR * 10000 + HOTTEXT_VERSION_MINOR * 100 + HOTTEXT_VERSION_PATCH)
@@ -68,7 +68,13 @@ typedef enum hottext_backing {
     HOTTEXT_BACKING_HUGETLB       /* hugetlbfs pages (MAP_HUGETLB) holding a copy */
 } hottext_backing;
 
+/* Fields are only ever added at the end. A caller sets .size to the size it
+ * was compiled with (HOTTEXT_RESULT_INIT does), and the library fills in no
+ * more than that: a program built against a shorter, older struct keeps
+ * working with a newer library, and the library never writes past it. A
+ * .size of 0 (a caller that did not set it) gets nothing written. */
 typedef struct hottext_result {
+    size_t size;             /* set by the caller: sizeof(hottext_result) */
     hottext_status status;
     int error;               /* errno of the system call that failed, 0 if none */
     hottext_backing backing;
@@ -78,18 +84,30 @@ typedef struct hottext_result {
     char detail[200];        /* what happened and why, for a person */
 } hottext_result;
 
+/* A result ready to pass: hottext_result r = HOTTEXT_RESULT_INIT; */
+#ifdef __cplusplus
+#define HOTTEXT_RESULT_INIT { sizeof(hottext_result), HOTTEXT_OK, 0, HOTTEXT_BACKING_NONE, 0, 0, 0, 0, {0} }
+#else
+#define HOTTEXT_RESULT_INIT { .size = sizeof(hottext_result) }
+#endif
+
+/* The HOTTEXT_VERSION of the library this program runs with, to compare with
+ * the HOTTEXT_VERSION of the header it was compiled against. */
+HOTTEXT_API int hottext_version(void);
+
 /* Map [__hot_start, __hot_end) of the main executable onto huge pages.
  * Returns a hottext_status. The markers are taken from the program's symbols
  * (linked-in references, else the symbol tables of /proc/self/exe). */
 HOTTEXT_API int hottext_hugify_self(void);
 
 /* Map [start, end) (runtime addresses, inside one executable mapping; rounded
- * to 2 MiB pages within that mapping) onto huge pages. res may be NULL.
- * Returns res->status. */
+ * to 2 MiB pages within that mapping) onto huge pages. res may be NULL; else
+ * set res->size first (HOTTEXT_RESULT_INIT). Returns the status. */
 HOTTEXT_API int hottext_hugify_range(const void *start, const void *end, hottext_result *res);
 
 /* Copy of the result of the last call in this process, whoever made it (the
- * -lhottext_auto constructor, the preload library, or the program). */
+ * -lhottext_auto constructor, the preload library, or the program), into the
+ * res->size bytes of res (HOTTEXT_RESULT_INIT). */
 HOTTEXT_API void hottext_last_result(hottext_result *res);
 
 /* A sentence for a person, e.g. "transparent huge pages are disabled

@@ -96,10 +96,24 @@ const char *hottext_backing_name(int b)
     }
 }
 
+/* Copies r into the caller's res, no more than the res->size bytes the
+ * caller's struct has (its own size field left as it is). */
+static void copy_out(hottext_result *res, const hottext_result *r)
+{
+    if (!res || res->size <= sizeof res->size)
+        return;
+    size_t n = res->size < sizeof *r ? res->size : sizeof *r;
+    memcpy((char *)res + sizeof res->size, (const char *)r + sizeof r->size, n - sizeof r->size);
+}
+
+int hottext_version(void)
+{
+    return HOTTEXT_VERSION;
+}
+
 void hottext_last_result(hottext_result *res)
 {
-    if (res)
-        *res = last;
+    copy_out(res, &last);
 }
 
 static size_t max_pages(char *why, size_t whylen)
@@ -119,26 +133,27 @@ static size_t max_pages(char *why, size_t whylen)
     return DEFAULT_MAX_PAGES;
 }
 
-/* Everything is decided here; hugify_range() only records and reports. */
-static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
+/* Refuses before the range's memory is looked at: the operator said no, the
+ * range is empty, other threads run, or THP is off for this process or the
+ * system. Returns 1 when refused, with res saying why. */
+static int refuse_early(uintptr_t start, uintptr_t end, const struct hx_options *o, hottext_result *res)
 {
-    const struct hx_options *o = hottext__options();
     char why[160] = "";
     if (!o->enabled) {
         res->status = HOTTEXT_DISABLED_BY_ENV;
-        return;
+        return 1;
     }
     if (!start || end <= start) {
         res->status = HOTTEXT_BAD_RANGE;
         hottext__detail(res, "empty range %#lx-%#lx", (unsigned long)start, (unsigned long)end);
-        return;
+        return 1;
     }
     long threads = hottext__threads();
     if (threads != 1) {
         res->status = threads > 1 ? HOTTEXT_MULTITHREADED : HOTTEXT_SYSCALL_FAILED;
         res->error = threads > 1 ? 0 : errno;
         hottext__detail(res, threads > 1 ? "%ld threads (/proc/self/status)" : "cannot read /proc/self/status", threads);
-        return;
+        return 1;
     }
     /* THP switches gate the THP ways; hugetlb pages are not THP, so an
      * explicit HOTTEXT_BACKING=hugetlb is still honoured. We never clear the
@@ -148,35 +163,44 @@ static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
         if (td > 0 && !(td & PR_THP_DISABLE_EXCEPT_ADVISED)) {
             res->status = HOTTEXT_THP_DISABLED_PROCESS;
             hottext__detail(res, "prctl(PR_GET_THP_DISABLE) = %d", td);
-            return;
+            return 1;
         }
         if (hottext__thp_mode(why, sizeof why) == HX_THP_NEVER) {
             res->status = HOTTEXT_THP_NEVER;
             hottext__detail(res, "%s", why);
-            return;
+            return 1;
         }
     }
+    return 0;
+}
 
-    struct hx_vma vma;
-    if (hottext__vma_find(start, &vma) < 0) {
+/* The whole 2 MiB pages of [start, end) inside its text mapping, into [*a, *b)
+ * and *vma, after the checks that need the mapping: read-execute text, not
+ * remapped before, not huge already, a whole page in it, pages left under the
+ * cap. Returns 1 when there is something to map; else res says why not. */
+static int round_to_pages(uintptr_t start, uintptr_t end, struct hx_vma *vma, uintptr_t *pa, uintptr_t *pb,
+                          hottext_result *res)
+{
+    char why[160] = "";
+    if (hottext__vma_find(start, vma) < 0) {
         res->status = errno == ENOENT ? HOTTEXT_BAD_RANGE : HOTTEXT_SYSCALL_FAILED;
         res->error = errno == ENOENT ? 0 : errno;
         hottext__detail(res, "%#lx is in no mapping (/proc/self/maps)", (unsigned long)start);
-        return;
+        return 0;
     }
-    if (vma.perms[2] != 'x' || vma.perms[1] == 'w') {
+    if (vma->perms[2] != 'x' || vma->perms[1] == 'w') {
         res->status = HOTTEXT_BAD_RANGE;
-        hottext__detail(res, "%#lx is in a %s mapping, not read-execute text", (unsigned long)start, vma.perms);
-        return;
+        hottext__detail(res, "%#lx is in a %s mapping, not read-execute text", (unsigned long)start, vma->perms);
+        return 0;
     }
     /* Round to whole 2 MiB pages, outward where the mapping has room (cold
      * neighbours cost nothing on the same page), inward where it has not:
      * a page reaching past the text mapping would replace whatever follows. */
     uintptr_t a = start & ~(HX_HUGE - 1), b = (end + HX_HUGE - 1) & ~(HX_HUGE - 1);
-    if (a < vma.start)
+    if (a < vma->start)
         a += HX_HUGE;
-    if (b > vma.end)
-        b = vma.end & ~(HX_HUGE - 1);
+    if (b > vma->end)
+        b = vma->end & ~(HX_HUGE - 1);
     res->start = a;
     res->end = b;
     struct hx_smaps sm;
@@ -186,41 +210,40 @@ static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
             if (hottext__smaps_read(done[i].a, &sm) == 0)
                 res->pages = (size_t)(sm.file_pmd + sm.anon_huge + sm.hugetlb) / HX_KB_PER_HUGE;
             hottext__detail(res, "%#lx-%#lx was remapped by an earlier call", (unsigned long)done[i].a, (unsigned long)done[i].b);
-            return;
+            return 0;
         }
     }
-    if (vma.inode == 0) {
+    if (vma->inode == 0) {
         /* Text in anonymous memory: someone (another copy of this library,
          * BOLT's hugify, iodlr) has already copied it. */
         res->status = HOTTEXT_ALREADY_DONE;
         hottext__detail(res, "the text at %#lx is already anonymous memory (%s)", (unsigned long)start,
-                        vma.path[0] ? vma.path : "remapped before");
-        return;
+                        vma->path[0] ? vma->path : "remapped before");
+        return 0;
     }
     if (b <= a) {
         res->status = HOTTEXT_RANGE_TOO_SMALL;
         res->start = res->end = 0;
         hottext__detail(res, "range %#lx-%#lx (%lu kB) in mapping %#lx-%#lx holds no aligned 2 MiB page",
                         (unsigned long)start, (unsigned long)end, (unsigned long)(end - start) / 1024,
-                        (unsigned long)vma.start, (unsigned long)vma.end);
-        return;
+                        (unsigned long)vma->start, (unsigned long)vma->end);
+        return 0;
     }
     /* A file mapping can be huge without us: once the page cache holds the
      * program's text as 2 MiB folios (e.g. after an earlier process took the
      * file path), the kernel maps them with PMDs at the first touch. */
-    if (hottext__smaps_read(vma.start, &sm) == 0 && (sm.file_pmd >= (long)((b - a) / 1024) || sm.hugetlb > 0)) {
+    if (hottext__smaps_read(vma->start, &sm) == 0 && (sm.file_pmd >= (long)((b - a) / 1024) || sm.hugetlb > 0)) {
         res->status = HOTTEXT_ALREADY_DONE;
         res->pages = (size_t)(sm.file_pmd + sm.hugetlb) / HX_KB_PER_HUGE;
         hottext__detail(res, "the mapping is already huge: %ld kB FilePmdMapped, %ld kB hugetlb", sm.file_pmd, sm.hugetlb);
-        return;
+        return 0;
     }
-
     res->max_pages = max_pages(why, sizeof why);
     size_t want = (b - a) / HX_HUGE;
     if (pages_done >= res->max_pages) {
         res->status = HOTTEXT_CAPPED;
         hottext__detail(res, "%zu pages mapped already, cap %zu (%s)", pages_done, res->max_pages, why);
-        return;
+        return 0;
     }
     if (want > res->max_pages - pages_done) {
         /* The layout puts the hottest code first, so keep the start. */
@@ -229,46 +252,68 @@ static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
         b = a + want * HX_HUGE;
         res->end = b;
     }
+    *pa = a;
+    *pb = b;
+    return 1;
+}
 
+/* Maps [a, b) with the backings the options allow, the file first: returns
+ * the pages got, 0 when none took (res says why, and the text is as it was). */
+static size_t try_backends(uintptr_t a, uintptr_t b, const struct hx_vma *vma, const struct hx_options *o,
+                           hottext_result *res)
+{
     int mdwe = prctl(PR_GET_MDWE, 0, 0, 0, 0);
     int no_exec_gain = mdwe > 0 && (mdwe & PR_MDWE_REFUSE_EXEC_GAIN);
     size_t got = 0;
     if (o->backing == HX_AUTO || o->backing == HX_FILE) {
         /* Mapping the file read+execute is allowed under MDWE: nothing that
          * was writable becomes executable (it is what ld.so does). */
-        got = hottext__remap_file(a, b, &vma, o->backing == HX_FILE, res);
+        got = hottext__remap_file(a, b, vma, o->backing == HX_FILE, res);
         if (got) {
             res->backing = HOTTEXT_BACKING_FILE;
-        } else if (o->backing == HX_AUTO) { /* a failed file path leaves the text as it was */
-            hottext__say("%s; trying an anonymous copy", res->detail);
-        } else {
-            return;
+            return got;
         }
+        if (o->backing != HX_AUTO)
+            return 0;
+        /* a failed file path leaves the text as it was */
+        hottext__say("%s; trying an anonymous copy", res->detail);
     }
-    if (!got && no_exec_gain) {
+    if (no_exec_gain) {
         char prev[sizeof res->detail];
         memcpy(prev, res->detail, sizeof prev);
         res->status = HOTTEXT_MDWE;
         res->error = 0;
         hottext__detail(res, "prctl(PR_GET_MDWE) = %d: the copy could not become executable%s%.140s", mdwe,
                         prev[0] ? "; " : "", prev);
-        return;
+        return 0;
     }
-    if (!got && (o->backing == HX_AUTO || o->backing == HX_ANON || o->backing == HX_HUGETLB)) {
-        char file_why[sizeof res->detail];
-        memcpy(file_why, res->detail, sizeof file_why); /* why the file path did not do it, if tried */
-        res->error = 0;
-        got = hottext__remap_copy(a, b, o->backing == HX_HUGETLB, &vma, res);
-        if (file_why[0]) {
-            size_t n = strlen(res->detail);
-            snprintf(res->detail + n, sizeof res->detail - n, "; %s", file_why);
-        }
-        if (!got)
-            return;
+    char file_why[sizeof res->detail];
+    memcpy(file_why, res->detail, sizeof file_why); /* why the file path did not do it, if tried */
+    res->error = 0;
+    got = hottext__remap_copy(a, b, o->backing == HX_HUGETLB, vma, res);
+    if (file_why[0]) {
+        size_t n = strlen(res->detail);
+        snprintf(res->detail + n, sizeof res->detail - n, "; %s", file_why);
+    }
+    if (got)
         res->backing = o->backing == HX_HUGETLB ? HOTTEXT_BACKING_HUGETLB : HOTTEXT_BACKING_ANON;
-    }
+    return got;
+}
+
+/* Everything is decided here; hugify_range() only records and reports. */
+static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
+{
+    const struct hx_options *o = hottext__options();
+    struct hx_vma vma;
+    uintptr_t a, b;
+    if (refuse_early(start, end, o, res) || !round_to_pages(start, end, &vma, &a, &b, res))
+        return;
+    size_t got = try_backends(a, b, &vma, o, res);
+    if (!got)
+        return;
 
     /* The result states what smaps says, not what we hoped for. */
+    struct hx_smaps sm;
     if (hottext__smaps_read(a, &sm) == 0) {
         long kb = res->backing == HOTTEXT_BACKING_FILE ? sm.file_pmd
                 : res->backing == HOTTEXT_BACKING_ANON ? sm.anon_huge : sm.hugetlb;
@@ -284,11 +329,12 @@ static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
         ndone++;
     }
     if (res->backing != HOTTEXT_BACKING_FILE && o->perf_map) {
-        long n = hottext__perf_map_write(a, b, why, sizeof why);
+        char where[160];
+        long n = hottext__perf_map_write(a, b, where, sizeof where);
         if (n < 0)
-            hottext__say("no perf map: %s", why);
+            hottext__say("no perf map: %s", where);
         else
-            hottext__say("%ld functions named in %s", n, why);
+            hottext__say("%ld functions named in %s", n, where);
     }
 }
 
@@ -296,6 +342,7 @@ int hottext_hugify_range(const void *start, const void *end, hottext_result *res
 {
     hottext_result r;
     memset(&r, 0, sizeof r);
+    r.size = sizeof r;
     int saved_errno = errno; /* a library call at start-up should not leave errno changed */
     hugify((uintptr_t)start, (uintptr_t)end, &r);
     if (r.status != HOTTEXT_OK) {
@@ -313,8 +360,7 @@ int hottext_hugify_range(const void *start, const void *end, hottext_result *res
                      r.detail);
     }
     last = r;
-    if (res)
-        *res = r;
+    copy_out(res, &r);
     errno = saved_errno;
     return r.status;
 }

@@ -42,7 +42,7 @@ __attribute__((constructor)) static void hottext_preload(void)
         for (uintptr_t at = exe.text_lo; at < exe.text_hi && hottext__vma_find(at, &v) == 0; at = v.end) {
             if (v.perms[2] != 'x')
                 continue;
-            hottext_result res;
+            hottext_result res = HOTTEXT_RESULT_INIT;
             (void)hottext_hugify_range((const void *)at, (const void *)(v.end < exe.text_hi ? v.end : exe.text_hi), &res);
         }
         return;
@@ -57,7 +57,7 @@ __attribute__((constructor)) static void hottext_preload(void)
                           (unsigned long)(exe.text_hi - exe.bias));
             continue;
         }
-        hottext_result res;
+        hottext_result res = HOTTEXT_RESULT_INIT;
         (void)hottext_hugify_range((const void *)a, (const void *)b, &res);
     }
 }

@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,30 @@ static void print_result(const char *tag, const hottext_result *r)
             mallocs, (int)getpid(), r->detail);
 }
 
+/* The result's size field: a caller's shorter struct (an older header) gets
+ * no byte written past its end, a size of 0 gets nothing; the library is the
+ * version of the header. */
+static void check_abi(const hottext_result *full)
+{
+    unsigned char buf[sizeof(hottext_result) + 16];
+    hottext_result *older = (hottext_result *)buf;
+    size_t cut = offsetof(hottext_result, detail);
+    memset(buf, 0xAA, sizeof buf);
+    older->size = cut;
+    hottext_last_result(older);
+    int intact = older->status == full->status && older->pages == full->pages;
+    for (size_t i = cut; i < sizeof buf; i++)
+        intact &= buf[i] == 0xAA;
+    memset(buf, 0xAA, sizeof buf);
+    older->size = 0;
+    hottext_last_result(older);
+    int untouched = 1;
+    for (size_t i = sizeof older->size; i < sizeof buf; i++)
+        untouched &= buf[i] == 0xAA;
+    fprintf(stderr, "abi version=%s short=%s zero=%s\n", hottext_version() == HOTTEXT_VERSION ? "ok" : "differs",
+            intact ? "intact" : "overwritten", untouched ? "untouched" : "overwritten");
+}
+
 static void custom_output(const char *msg, void *arg)
 {
     fprintf(stderr, "%s%s\n", (const char *)arg, msg);
@@ -124,7 +149,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
 #ifdef HOTPROG_API
-    hottext_result r;
+    hottext_result r = HOTTEXT_RESULT_INIT;
     if (!strcmp(mode, "thread")) {
         pthread_t t;
         pthread_create(&t, NULL, idle_thread, NULL);
@@ -149,6 +174,8 @@ int main(int argc, char **argv)
         hottext_hugify_self();
         hottext_last_result(&r);
         print_result("result", &r);
+        if (!strcmp(mode, "abi"))
+            check_abi(&r);
     }
 #else
     void (*last)(hottext_result *) = NULL;
@@ -163,7 +190,7 @@ int main(int argc, char **argv)
     backing = (const char *(*)(int))dlsym(RTLD_DEFAULT, "hottext_backing_name");
 #endif
     if (last && name && backing) {
-        hottext_result r;
+        hottext_result r = HOTTEXT_RESULT_INIT;
         last(&r);
         fprintf(stderr, "result status=%s backing=%s pages=%zu max_pages=%zu error=%d detail=%s\n", name(r.status),
                 backing(r.backing), r.pages, r.max_pages, r.error, r.detail);

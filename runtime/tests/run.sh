@@ -275,6 +275,10 @@ expect no_markers NO_MARKERS 0 0
 run range_too_small api_small self
 expect range_too_small RANGE_TOO_SMALL 0 0
 
+run abi api abi
+expect abi OK $FULL $FULL
+has abi "abi version=ok short=intact zero=untouched" "a shorter or unsized result is not written past; hottext_version() is the header's"
+
 run twice api twice
 expect twice ALREADY_DONE $FULL $FULL
 if [ "$(field twice first status)" = OK ]; then ok "twice: first call OK"; else
