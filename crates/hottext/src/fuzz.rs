@@ -29,16 +29,16 @@ pub fn profile(data: &[u8]) -> bool {
     let again = Graph::read(&written[..])
         .unwrap_or_else(|e| panic!("a profile written by hottext is refused: {e}"));
     assert!(written == write(&again), "writing is not stable");
-    if graph.funcs.len() <= LAYOUT_LIMIT {
+    if graph.funcs().len() <= LAYOUT_LIMIT {
         for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {
             let order = layout::order(&graph, algorithm, &Params::default());
-            let mut seen = vec![false; graph.funcs.len()];
+            let mut seen = vec![false; graph.funcs().len()];
             for &f in &order {
                 assert!(!std::mem::replace(&mut seen[f as usize], true), "{f} twice");
             }
             let entries: Vec<Entry> = order
                 .iter()
-                .map(|&f| Entry::from(&graph.funcs[f as usize]))
+                .map(|&f| Entry::from(&graph.funcs()[f as usize]))
                 .collect();
             for format in [
                 Format::LdScript,

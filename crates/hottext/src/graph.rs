@@ -95,16 +95,19 @@ pub struct CallSite {
     pub weight: u64,
 }
 
+/// A call graph. Only the reader ([`Graph::read`]) and [`GraphBuilder`] make one, so every
+/// graph keeps the invariants the algorithms rely on: function names are unique, a caller and
+/// callee have one [`Call`], and every site belongs to a call and lies inside its caller.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Graph {
     /// `# key: value` header lines, in file order (build-id, sample kind, …).
-    pub headers: Vec<(String, String)>,
-    pub funcs: Vec<Func>,
-    /// At most one entry per (caller, callee) pair.
-    pub calls: Vec<Call>,
+    headers: Vec<(String, String)>,
+    funcs: Vec<Func>,
+    /// At most one entry per (caller, callee) pair, sorted by them.
+    calls: Vec<Call>,
     /// Call sites, where the profile knows them (empty for profiles that predate them), sorted
     /// by (caller, callee, offset); each pair has a [`Call`].
-    pub sites: Vec<CallSite>,
+    sites: Vec<CallSite>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -167,9 +170,35 @@ impl Graph {
         jumps
     }
 
-    /// Adds a function and returns its id. Names must be unique; see [`GraphBuilder`] for
-    /// accumulating samples and calls by name.
-    pub fn add_func(&mut self, func: Func) -> FuncId {
+    /// `# key: value` header lines, in file order.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// The functions; a [`FuncId`] is an index into them.
+    pub fn funcs(&self) -> &[Func] {
+        &self.funcs
+    }
+
+    /// The calls, one per caller and callee, sorted by them.
+    pub fn calls(&self) -> &[Call] {
+        &self.calls
+    }
+
+    /// The call sites, sorted by caller, callee and offset.
+    pub fn sites(&self) -> &[CallSite] {
+        &self.sites
+    }
+
+    /// Replaces the header lines with key `key` by one line for each of `values`, at the end.
+    pub fn set_headers(&mut self, key: &str, values: impl IntoIterator<Item = String>) {
+        self.headers.retain(|(k, _)| k != key);
+        self.headers
+            .extend(values.into_iter().map(|v| (key.to_string(), v)));
+    }
+
+    /// Adds a function and returns its id; its name must not be in the graph yet.
+    fn add_func(&mut self, func: Func) -> FuncId {
         self.funcs.push(func);
         (self.funcs.len() - 1) as FuncId
     }

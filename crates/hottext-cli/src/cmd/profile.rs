@@ -116,8 +116,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         binary: &args.binary,
         bytes,
         read_seconds,
-        functions: graph.funcs.len(),
-        edges: graph.calls.len(),
+        functions: graph.funcs().len(),
+        edges: graph.calls().len(),
         unresolved_fraction: stats.unresolved_fraction(),
         stats: &stats,
     };
@@ -190,7 +190,7 @@ fn warn_about(stats: &Stats, graph: &Graph, args: &Args) {
             100.0 * unknown
         ));
     }
-    if graph.calls.is_empty() {
+    if graph.calls().is_empty() {
         output::warn(format!(
             "no call edge was found: was {bin} built without frame pointers? (build with -fno-omit-frame-pointer)"
         ));

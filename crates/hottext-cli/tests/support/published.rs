@@ -8,7 +8,7 @@ use crate::common::{hottext, stderr};
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
-use hottext::pipeline::rematch::add_fingerprints;
+use hottext::pipeline::rematch::rematch;
 use hottext::store::ObjectHash;
 
 /// What a recording of the service looks like: handler_a hottest, then b and c.
@@ -21,15 +21,17 @@ pub const PROFILE: &str = "# hottext profile v1\n\
 /// The profile with the code fingerprints of `binary`, as the pipeline writes it.
 pub fn profile_of(binary: &Path, text: &str) -> String {
     let bin = Binary::open(binary).unwrap();
-    let mut g = Graph::read(text.as_bytes()).unwrap();
-    for f in &mut g.funcs {
-        let ours = bin.functions.iter().find(|b| b.name == f.name).unwrap();
-        f.size = ours.size; // profiles take sizes from the symbol table
-    }
+    // Sizes from the symbol table and the fingerprints, as `hottext profile` and the pipeline
+    // give them.
+    let (mut g, matched) = rematch(
+        &Graph::read(text.as_bytes()).unwrap(),
+        &bin,
+        &fingerprints(&bin).unwrap(),
+    );
+    assert!(matched.unmatched.is_empty(), "{:?}", matched.unmatched);
     if let Some(id) = bin.build_id_hex() {
         g.set_header("build-id", id);
     }
-    add_fingerprints(&mut g, &fingerprints(&bin).unwrap());
     let mut out = Vec::new();
     g.write(&mut out).unwrap();
     String::from_utf8(out).unwrap()

@@ -87,31 +87,20 @@ fn best(candidates: &[Candidate]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Call, Func};
-
-    fn func(name: &str, size: u64, samples: u64) -> Func {
-        Func {
-            name: name.into(),
-            size,
-            samples,
-            aliases: Vec::new(),
-        }
-    }
 
     /// A chain of big functions: every order keeps main's callees apart differently.
     fn graph() -> Graph {
-        let mut g = Graph::default();
-        for (i, size) in [3000, 3000, 200, 200, 5000, 100].into_iter().enumerate() {
-            g.funcs.push(func(&format!("f{i}"), size, 10 + i as u64));
-        }
-        for (caller, callee, weight) in [(0, 2, 50), (0, 3, 40), (2, 5, 30), (1, 4, 5), (4, 1, 5)] {
-            g.calls.push(Call {
-                caller,
-                callee,
-                weight,
-            });
-        }
-        g
+        let sizes = [3000, 3000, 200, 200, 5000, 100];
+        let names: Vec<String> = (0..sizes.len()).map(|i| format!("f{i}")).collect();
+        let funcs: Vec<(&str, u64, u64)> = (0..sizes.len())
+            .map(|i| (names[i].as_str(), sizes[i], 10 + i as u64))
+            .collect();
+        let calls: Vec<(&str, &str, u64)> =
+            [(0, 2, 50), (0, 3, 40), (2, 5, 30), (1, 4, 5), (4, 1, 5)]
+                .iter()
+                .map(|&(a, b, w)| (names[a].as_str(), names[b].as_str(), w))
+                .collect();
+        crate::layout::tests::graph(&funcs, &calls)
     }
 
     #[test]

@@ -62,14 +62,14 @@ impl Default for C3Params {
 }
 
 pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
-    let n = graph.funcs.len();
+    let n = graph.funcs().len();
 
     // Most likely predecessor and incoming weight of each function. Self-calls say nothing
     // about placement and zero-weight arcs are no evidence, so both are skipped. Ties go to the
     // lower caller id, which keeps the output independent of the arc order in the file.
     let mut best: Vec<Option<(u64, FuncId)>> = vec![None; n];
     let mut incoming = vec![0u64; n];
-    for c in &graph.calls {
+    for c in graph.calls() {
         if c.caller == c.callee || c.weight == 0 {
             continue;
         }
@@ -88,11 +88,11 @@ pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
     // only for live clusters.
     let mut cluster_of: Vec<FuncId> = (0..n as FuncId).collect();
     let mut members: Vec<Vec<FuncId>> = (0..n as FuncId).map(|f| vec![f]).collect();
-    let mut size: Vec<u64> = graph.funcs.iter().map(|f| f.size).collect();
-    let mut samples: Vec<u64> = graph.funcs.iter().map(|f| f.samples).collect();
+    let mut size: Vec<u64> = graph.funcs().iter().map(|f| f.size).collect();
+    let mut samples: Vec<u64> = graph.funcs().iter().map(|f| f.samples).collect();
 
     let mut hottest: Vec<FuncId> = (0..n as FuncId).collect();
-    hottest.sort_by_key(|&f| std::cmp::Reverse(graph.funcs[f as usize].samples));
+    hottest.sort_by_key(|&f| std::cmp::Reverse(graph.funcs()[f as usize].samples));
 
     for &f in &hottest {
         let Some((weight, pred)) = best[f as usize] else {

@@ -2,7 +2,7 @@
 
 use super::tests::{figure2, graph, names, names_with};
 use super::{Algorithm, Params};
-use crate::graph::{CallSite, Graph};
+use crate::graph::{Graph, GraphBuilder};
 
 /// The default parameters with one CDSort parameter changed.
 fn cdsort_params(change: impl FnOnce(&mut super::CdsortParams)) -> Params {
@@ -14,20 +14,15 @@ fn cdsort_params(change: impl FnOnce(&mut super::CdsortParams)) -> Params {
 /// A hot 1000-byte `main` calling `leaf` `calls` times, from the given (offset, weight) sites.
 /// Apart, `main` is denser and goes first; merged, the order follows the call distance.
 fn main_and_leaf(leaf_size: u64, calls: u64, sites: &[(u64, u64)]) -> Graph {
-    let mut g = graph(
-        &[("main", 1000, 100_000), ("leaf", leaf_size, 0)],
-        &[("main", "leaf", calls)],
-    );
-    g.sites = sites
-        .iter()
-        .map(|&(offset, weight)| CallSite {
-            caller: 0,
-            callee: 1,
-            offset,
-            weight,
-        })
-        .collect();
-    g
+    let mut b = GraphBuilder::default();
+    let main = b.func("main", 1000);
+    b.add_samples(main, 100_000);
+    let leaf = b.func("leaf", leaf_size);
+    b.add_call(main, leaf, calls);
+    for &(offset, weight) in sites {
+        b.add_site(main, leaf, offset, weight);
+    }
+    b.finish()
 }
 
 #[test]

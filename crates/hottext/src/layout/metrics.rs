@@ -25,7 +25,7 @@ pub const COMPILED_ALIGNMENT: u64 = 16;
 /// each at the next multiple of `alignment` ([`COMPILED_ALIGNMENT`] for what a linker does, 1
 /// for the hfsort paper's examples).
 pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placement {
-    let mut at = vec![None; graph.funcs.len()];
+    let mut at = vec![None; graph.funcs().len()];
     let mut next = 0u64;
     for &f in order {
         // Sizes come from a profile, which may claim anything: saturate rather than wrap.
@@ -33,7 +33,7 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
             .checked_next_multiple_of(alignment.max(1))
             .unwrap_or(next);
         at[f as usize] = Some(StatedAddr(next));
-        next = next.saturating_add(graph.funcs[f as usize].size);
+        next = next.saturating_add(graph.funcs()[f as usize].size);
     }
     at
 }
@@ -69,7 +69,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let mut hot_functions = 0;
     let mut hot_bytes = 0;
     let (mut lo, mut hi) = (u64::MAX, 0);
-    for (f, start) in graph.funcs.iter().zip(at) {
+    for (f, start) in graph.funcs().iter().zip(at) {
         if let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) {
             hot_functions += 1;
             hot_bytes = f.size.saturating_add(hot_bytes);
@@ -229,7 +229,7 @@ fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
         runs: Vec::new(),
         total: 0.0,
     };
-    for (f, start) in graph.funcs.iter().zip(at) {
+    for (f, start) in graph.funcs().iter().zip(at) {
         let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) else {
             continue;
         };

@@ -26,7 +26,7 @@ use super::queue::{prefetch, MaxQueue};
 use crate::graph::{FuncId, Graph};
 
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
-    let n = graph.funcs.len();
+    let n = graph.funcs().len();
     let original = Original::new(graph);
     // One edge per pair of nodes, at first the original edges in the same order.
     let mut edges: Vec<Edge> = original
@@ -112,10 +112,10 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         .filter(|c| !c.is_empty())
         .map(|c| {
             let c = c.into_vec();
-            let samples = c.iter().map(|&f| graph.funcs[f as usize].samples).sum();
+            let samples = c.iter().map(|&f| graph.funcs()[f as usize].samples).sum();
             let size = c
                 .iter()
-                .map(|&f| graph.funcs[f as usize].size)
+                .map(|&f| graph.funcs()[f as usize].size)
                 .sum::<u64>()
                 .max(1);
             let first = c.iter().copied().min().unwrap_or(0);
@@ -172,7 +172,7 @@ struct Original {
 impl Original {
     fn new(graph: &Graph) -> Original {
         let mut edges: Vec<(FuncId, FuncId, u64)> = graph
-            .calls
+            .calls()
             .iter()
             .filter(|c| c.caller != c.callee && c.weight > 0)
             .map(|c| (c.caller.min(c.callee), c.caller.max(c.callee), c.weight))
@@ -185,7 +185,7 @@ impl Original {
             }
             same
         });
-        let mut starts = vec![0u32; graph.funcs.len() + 1];
+        let mut starts = vec![0u32; graph.funcs().len() + 1];
         for &(a, _, _) in &edges {
             starts[a as usize + 1] += 1;
         }

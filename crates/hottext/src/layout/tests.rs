@@ -26,7 +26,7 @@ pub(super) fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
 pub(super) fn names_with(g: &Graph, algorithm: Algorithm, params: &Params) -> Vec<String> {
     order(g, algorithm, params)
         .into_iter()
-        .map(|f| g.funcs[f as usize].name.clone())
+        .map(|f| g.funcs()[f as usize].name.clone())
         .collect()
 }
 
@@ -266,7 +266,7 @@ fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
     let g = graph(&named, &[]);
     let packed = measure(&g, &place_in_order(&g, &[0, 1, 2, 3, 4, 5, 6, 7, 8], 1));
     assert_eq!(packed.icache_overflow, 0.0);
-    let mut at = vec![None; g.funcs.len()];
+    let mut at = vec![None; g.funcs().len()];
     for (i, slot) in at.iter_mut().take(9).enumerate() {
         *slot = Some(StatedAddr(i as u64 * 4096));
     }

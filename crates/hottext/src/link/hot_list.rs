@@ -49,7 +49,7 @@ pub fn hot_list<'g>(
         unsafe_names: Vec::new(),
     };
     for &f in order {
-        let func = &graph.funcs[f as usize];
+        let func = &graph.funcs()[f as usize];
         if is_split_cold_part(&func.name) {
             list.split_cold.push(&func.name);
             continue;
@@ -73,19 +73,15 @@ pub fn hot_list<'g>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Func;
+    use crate::graph::GraphBuilder;
 
     fn graph(names: &[&str]) -> Graph {
-        let mut g = Graph::default();
+        let mut b = GraphBuilder::default();
         for name in names {
-            g.funcs.push(Func {
-                name: name.to_string(),
-                size: 16,
-                samples: 1,
-                aliases: vec![],
-            });
+            let id = b.func(name, 16);
+            b.add_samples(id, 1);
         }
-        g
+        b.finish()
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub fn fetch(
             source,
         })?;
     let (graph, matched) = rematch(&profile, binary, &prints);
-    if matched.share() < min_matched || graph.funcs.is_empty() {
+    if matched.share() < min_matched || graph.funcs().is_empty() {
         return Err(FetchError::Stale {
             hash,
             binary: binary.path.clone(),

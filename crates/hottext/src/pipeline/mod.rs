@@ -334,7 +334,7 @@ fn previous_profile(
 /// Functions with samples, and how few of them hold 99% of the samples.
 fn coverage(g: &Graph) -> (usize, usize) {
     let mut samples: Vec<u64> = g
-        .funcs
+        .funcs()
         .iter()
         .map(|f| f.samples)
         .filter(|&s| s > 0)

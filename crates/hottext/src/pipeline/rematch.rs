@@ -28,20 +28,20 @@ pub const FN_HASH: &str = "fn-hash";
 
 /// Adds `# fn-hash` headers for the graph's functions that `prints` knows, replacing any.
 pub fn add_fingerprints(graph: &mut Graph, prints: &Fingerprints) {
-    graph.headers.retain(|(k, _)| k != FN_HASH);
-    let mut lines: Vec<(String, String)> = graph
-        .funcs
+    let mut lines: Vec<String> = graph
+        .funcs()
         .iter()
         .filter_map(|f| {
             let p = prints.get(&f.name)?;
-            Some((
-                FN_HASH.to_string(),
-                format!("{} {:016x}", crate::graph::escaped(&f.name), p.hash),
+            Some(format!(
+                "{} {:016x}",
+                crate::graph::escaped(&f.name),
+                p.hash
             ))
         })
         .collect();
     lines.sort();
-    graph.headers.extend(lines);
+    graph.set_headers(FN_HASH, lines);
 }
 
 /// How a profile's weight maps onto a binary.
@@ -86,7 +86,7 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
     // `<name> <hex>`: the name escaped as in `fn` lines (older profiles wrote it raw, which the
     // last space still separates from the hex).
     let profile_prints: HashMap<String, &str> = profile
-        .headers
+        .headers()
         .iter()
         .filter(|(k, _)| k == FN_HASH)
         .filter_map(|(_, v)| v.rsplit_once(' '))
@@ -102,15 +102,15 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
             .get(name)
             .and_then(|hex| Fingerprint::parse_hex(hex, size))
     };
-    for f in &profile.funcs {
+    for f in profile.funcs() {
         if let Some(p) = print_of(&f.name, f.size) {
             *print_uses.entry(p).or_default() += 1;
         }
     }
 
     let mut matched = Matched::default();
-    let mut target: Vec<Option<usize>> = Vec::with_capacity(profile.funcs.len());
-    for f in &profile.funcs {
+    let mut target: Vec<Option<usize>> = Vec::with_capacity(profile.funcs().len());
+    for f in profile.funcs() {
         matched.total += f.samples;
         let named = std::iter::once(&f.name)
             .chain(&f.aliases)
@@ -142,7 +142,7 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
     // Hottest first. A look-up table, not a search per comparison: 40 000 missing functions
     // once took 14.6 s that way.
     let samples_of: HashMap<&str, u64> = profile
-        .funcs
+        .funcs()
         .iter()
         .map(|f| (f.name.as_str(), f.samples))
         .collect();
@@ -151,16 +151,16 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
         .sort_by_key(|n| std::cmp::Reverse(samples_of.get(n.as_str()).copied().unwrap_or(0)));
 
     let mut b = GraphBuilder::default();
-    for (key, value) in &profile.headers {
+    for (key, value) in profile.headers() {
         if key != FN_HASH {
             b.header(key, value);
         }
     }
     let same_build = binary.is_build_of(profile.header("build-id"));
-    let mut ids = vec![None; profile.funcs.len()];
+    let mut ids = vec![None; profile.funcs().len()];
     // Whether the sites of the profile's function `i` still point into the same code.
-    let mut same_code = vec![same_build; profile.funcs.len()];
-    for (i, f) in profile.funcs.iter().enumerate() {
+    let mut same_code = vec![same_build; profile.funcs().len()];
+    for (i, f) in profile.funcs().iter().enumerate() {
         if let Some(t) = target[i] {
             let bf = &binary.functions[t];
             same_code[i] |=
@@ -173,12 +173,12 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
             ids[i] = Some(id);
         }
     }
-    for c in &profile.calls {
+    for c in profile.calls() {
         if let (Some(a), Some(z)) = (ids[c.caller as usize], ids[c.callee as usize]) {
             b.add_call(a, z, c.weight);
         }
     }
-    for s in &profile.sites {
+    for s in profile.sites() {
         match (ids[s.caller as usize], ids[s.callee as usize]) {
             (Some(a), Some(z)) if same_code[s.caller as usize] => {
                 b.add_site(a, z, s.offset, s.weight)
@@ -243,11 +243,11 @@ mod tests {
             [("old_name".to_string(), "new_name".to_string())]
         );
         assert_eq!(m.unmatched, ["gone"]);
-        let names: Vec<&str> = g.funcs.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = g.funcs().iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["main", "new_name"]);
-        assert_eq!(g.funcs[0].size, 12, "sizes come from the binary");
-        assert_eq!(g.calls.len(), 1);
-        assert_eq!(g.calls[0].weight, 60);
+        assert_eq!(g.funcs()[0].size, 12, "sizes come from the binary");
+        assert_eq!(g.calls().len(), 1);
+        assert_eq!(g.calls()[0].weight, 60);
     }
 
     #[test]
@@ -346,16 +346,16 @@ mod tests {
         .into_iter()
         .collect::<Fingerprints>();
         let sites = |g: &Graph| -> Vec<(String, u64)> {
-            g.sites
+            g.sites()
                 .iter()
-                .map(|s| (g.funcs[s.caller as usize].name.clone(), s.offset))
+                .map(|s| (g.funcs()[s.caller as usize].name.clone(), s.offset))
                 .collect()
         };
         let other_build = Graph::read(text("00").as_bytes()).unwrap();
         let (g, m) = rematch(&other_build, &bin, &prints);
         assert_eq!(sites(&g), [("helper".to_string(), 20)]);
         assert_eq!(m.sites_dropped, 60);
-        assert_eq!(g.calls.len(), 2, "calls stay, with or without sites");
+        assert_eq!(g.calls().len(), 2, "calls stay, with or without sites");
 
         let build_id = bin.build_id_hex().expect("the test binary has a build-id");
         let same_build = Graph::read(text(&build_id).as_bytes()).unwrap();

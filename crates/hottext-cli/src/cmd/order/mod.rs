@@ -121,9 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // functions it lacks left out.
     let (graph, matched) = match &binary {
         Some(bin) => {
-            let profile_funcs = profile.funcs.len();
+            let profile_funcs = profile.funcs().len();
             let (graph, matched) = fit_to_binary(profile, bin, args.allow_build_id_mismatch)?;
-            if graph.funcs.is_empty() {
+            if graph.funcs().is_empty() {
                 bail!(
                     "none of the profile's {profile_funcs} functions is in {}: the profile is from another program",
                     bin.path.display()
@@ -140,14 +140,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (ordered, name, candidates) = match args.algorithm {
         // These formats write no order of ours: any order of the functions does.
         _ if args.format.link_format().is_none() => {
-            ((0..graph.funcs.len() as FuncId).collect(), "none", None)
+            ((0..graph.funcs().len() as FuncId).collect(), "none", None)
         }
         AlgorithmArg::Auto => {
             let choice = auto::choose(&graph, &params, &mut |a| {
-                if graph.funcs.len() > 100_000 {
+                if graph.funcs().len() > 100_000 {
                     eprintln!(
                         "hottext: --algorithm auto: ordering {} functions with {a}",
-                        graph.funcs.len()
+                        graph.funcs().len()
                     );
                 }
             });
@@ -368,7 +368,7 @@ fn fit_to_binary(
 fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
     let index = binary.index_by_name();
     graph
-        .funcs
+        .funcs()
         .iter()
         .map(|f| {
             index

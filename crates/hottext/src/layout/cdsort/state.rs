@@ -79,11 +79,11 @@ pub(super) struct State<'a> {
 
 impl<'a> State<'a> {
     pub(super) fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
-        let n = graph.funcs.len();
-        let size: Vec<u64> = graph.funcs.iter().map(|f| f.size.max(1)).collect();
+        let n = graph.funcs().len();
+        let size: Vec<u64> = graph.funcs().iter().map(|f| f.size.max(1)).collect();
         let mut jumps = jumps(graph);
 
-        let mut hotness: Vec<u64> = graph.funcs.iter().map(|f| f.samples).collect();
+        let mut hotness: Vec<u64> = graph.funcs().iter().map(|f| f.samples).collect();
         let (mut incoming, mut outgoing) = (vec![0u64; n], vec![0u64; n]);
         for j in &jumps {
             outgoing[j.caller as usize] += j.weight;
