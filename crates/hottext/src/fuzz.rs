@@ -34,11 +34,11 @@ pub fn profile(data: &[u8]) -> bool {
             let order = layout::order(&graph, algorithm, &Params::default());
             let mut seen = vec![false; graph.funcs().len()];
             for &f in &order {
-                assert!(!std::mem::replace(&mut seen[f as usize], true), "{f} twice");
+                assert!(!std::mem::replace(&mut seen[f.index()], true), "{f} twice");
             }
             let entries: Vec<Entry> = order
                 .iter()
-                .map(|&f| Entry::from(&graph.funcs()[f as usize]))
+                .map(|&f| Entry::from(&graph.funcs()[f]))
                 .collect();
             for format in [
                 Format::LdScript,

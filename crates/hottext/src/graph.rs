@@ -41,8 +41,42 @@ use foldhash::HashMap;
 pub use escape::declared_format;
 pub(crate) use escape::{escaped, unescaped};
 
-/// Index of a function in [`Graph::funcs`].
-pub type FuncId = u32;
+/// A function of a [`Graph`]: its index in [`Graph::funcs`]. A type of its own, so that an
+/// index into something else (a binary's functions, a chain) is never taken for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FuncId(pub u32);
+
+impl FuncId {
+    /// The id of `graph.funcs()[index]`.
+    pub fn from_index(index: usize) -> FuncId {
+        FuncId(index as u32)
+    }
+
+    /// Its index in [`Graph::funcs`] and in arrays kept beside it.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Ids from their numbers, for tests.
+#[cfg(test)]
+pub(crate) fn ids<const N: usize>(numbers: [u32; N]) -> Vec<FuncId> {
+    numbers.into_iter().map(FuncId).collect()
+}
+
+impl fmt::Display for FuncId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::ops::Index<FuncId> for [Func] {
+    type Output = Func;
+
+    fn index(&self, id: FuncId) -> &Func {
+        &self[id.index()]
+    }
+}
 
 /// The first line of a profile whose names need escapes; readers insist on a first line of this
 /// form so that a wrong file fails early.
@@ -144,7 +178,7 @@ impl Graph {
     /// lack offsets). Offsets past the caller's end (a profile from another build) are clamped
     /// to its last byte.
     pub fn jumps(&self) -> Vec<Jump> {
-        let last_byte = |f: FuncId| self.funcs[f as usize].size.max(1) - 1;
+        let last_byte = |f: FuncId| self.funcs[f.index()].size.max(1) - 1;
         let mut sited: foldhash::HashMap<(FuncId, FuncId), u64> = Default::default();
         let mut jumps = Vec::with_capacity(self.calls.len() + self.sites.len());
         for s in &self.sites {
@@ -162,7 +196,7 @@ impl Graph {
                 jumps.push(Jump {
                     caller: c.caller,
                     callee: c.callee,
-                    offset: self.funcs[c.caller as usize].size / 2,
+                    offset: self.funcs[c.caller.index()].size / 2,
                     weight: c.weight - known,
                 });
             }
@@ -200,7 +234,7 @@ impl Graph {
     /// Adds a function and returns its id; its name must not be in the graph yet.
     fn add_func(&mut self, func: Func) -> FuncId {
         self.funcs.push(func);
-        (self.funcs.len() - 1) as FuncId
+        FuncId::from_index(self.funcs.len() - 1)
     }
 
     pub fn header(&self, key: &str) -> Option<&str> {
@@ -239,18 +273,15 @@ impl Graph {
         for (k, v) in &self.headers {
             writeln!(out, "# {k}: {v}")?;
         }
-        let mut by_name: Vec<FuncId> = (0..self.funcs.len() as FuncId).collect();
-        by_name.sort_unstable_by(|&a, &b| {
-            self.funcs[a as usize]
-                .name
-                .cmp(&self.funcs[b as usize].name)
-        });
+        let mut by_name: Vec<FuncId> = (0..self.funcs.len()).map(FuncId::from_index).collect();
+        by_name
+            .sort_unstable_by(|&a, &b| self.funcs[a.index()].name.cmp(&self.funcs[b.index()].name));
         for &id in &by_name {
-            let f = &self.funcs[id as usize];
+            let f = &self.funcs[id.index()];
             writeln!(out, "fn {} {} {}", escaped(&f.name), f.size, f.samples)?;
         }
         for &id in &by_name {
-            let f = &self.funcs[id as usize];
+            let f = &self.funcs[id.index()];
             let mut aliases: Vec<&String> = f.aliases.iter().collect();
             aliases.sort_unstable();
             for a in aliases {
@@ -260,10 +291,9 @@ impl Graph {
         // Rank by name so calls sort without comparing strings millions of times.
         let mut rank = vec![0u32; self.funcs.len()];
         for (r, &id) in by_name.iter().enumerate() {
-            rank[id as usize] = r as u32;
+            rank[id.index()] = r as u32;
         }
-        let by_rank =
-            |caller: FuncId, callee: FuncId| (rank[caller as usize], rank[callee as usize]);
+        let by_rank = |caller: FuncId, callee: FuncId| (rank[caller.index()], rank[callee.index()]);
         let mut calls = self.calls.clone();
         calls.sort_unstable_by_key(|c| by_rank(c.caller, c.callee));
         let mut sites = self.sites.clone();
@@ -271,8 +301,8 @@ impl Graph {
         let mut sites = sites.iter().peekable();
         for c in &calls {
             let (a, b) = (
-                escaped(&self.funcs[c.caller as usize].name),
-                escaped(&self.funcs[c.callee as usize].name),
+                escaped(&self.funcs[c.caller.index()].name),
+                escaped(&self.funcs[c.callee.index()].name),
             );
             writeln!(out, "call {a} {b} {}", c.weight)?;
             // Sites of pairs sorted before this one have no call line: the reader would reject
@@ -302,16 +332,16 @@ impl NameIndex {
     fn get(&self, funcs: &[Func], name: &str) -> Option<FuncId> {
         let hash = self.hasher.hash_one(name);
         self.table
-            .find(hash, |&id| funcs[id as usize].name == name)
+            .find(hash, |&id| funcs[id.index()].name == name)
             .copied()
     }
 
     /// Indexes `funcs[id]`, whose name must not be indexed yet.
     fn insert(&mut self, funcs: &[Func], id: FuncId) {
         let hasher = &self.hasher;
-        let hash = hasher.hash_one(&funcs[id as usize].name);
+        let hash = hasher.hash_one(&funcs[id.index()].name);
         self.table.insert_unique(hash, id, |&other| {
-            hasher.hash_one(&funcs[other as usize].name)
+            hasher.hash_one(&funcs[other.index()].name)
         });
     }
 }
@@ -350,14 +380,14 @@ impl GraphBuilder {
     }
 
     pub fn alias(&mut self, id: FuncId, alias: &str) {
-        let aliases = &mut self.graph.funcs[id as usize].aliases;
+        let aliases = &mut self.graph.funcs[id.index()].aliases;
         if !aliases.iter().any(|a| a == alias) {
             aliases.push(alias.to_string());
         }
     }
 
     pub fn add_samples(&mut self, id: FuncId, samples: u64) {
-        self.graph.funcs[id as usize].samples += samples;
+        self.graph.funcs[id.index()].samples += samples;
     }
 
     pub fn add_call(&mut self, caller: FuncId, callee: FuncId, weight: u64) {
@@ -397,7 +427,7 @@ impl GraphBuilder {
             .sites
             .iter()
             .filter(|&(&(caller, _, offset), &weight)| {
-                weight > 0 && offset < self.graph.funcs[caller as usize].size
+                weight > 0 && offset < self.graph.funcs[caller.index()].size
             })
             .map(|(&(caller, callee, offset), &weight)| CallSite {
                 caller,

@@ -23,7 +23,7 @@
 //! let profile = "# hottext profile v1\nfn main 64 1\nfn work 32 9\ncall main work 9\n";
 //! let graph = Graph::read(profile.as_bytes()).unwrap();
 //! let order = order(&graph, Algorithm::C3, &Params::default());
-//! let names: Vec<&str> = order.iter().map(|&f| graph.funcs[f as usize].name.as_str()).collect();
+//! let names: Vec<&str> = order.iter().map(|&f| graph.funcs()[f].name.as_str()).collect();
 //! assert_eq!(names, ["main", "work"]);
 //! ```
 

@@ -36,13 +36,13 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
     }
     for c in &new.calls {
         b.add_call(
-            new_ids[c.caller as usize],
-            new_ids[c.callee as usize],
+            new_ids[c.caller.index()],
+            new_ids[c.callee.index()],
             c.weight,
         );
     }
     for s in &new.sites {
-        let (caller, callee) = (new_ids[s.caller as usize], new_ids[s.callee as usize]);
+        let (caller, callee) = (new_ids[s.caller.index()], new_ids[s.callee.index()]);
         b.add_site(caller, callee, s.offset, s.weight);
     }
 
@@ -76,16 +76,16 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
     for c in &old.calls {
         let w = decayed(c.weight);
         if w > 0 {
-            let caller = declare(&mut b, c.caller as usize);
-            let callee = declare(&mut b, c.callee as usize);
+            let caller = declare(&mut b, c.caller.index());
+            let callee = declare(&mut b, c.callee.index());
             b.add_call(caller, callee, w);
         }
     }
     for s in &old.sites {
         let w = decayed_site(s.weight);
         if w > 0 {
-            let caller = declare(&mut b, s.caller as usize);
-            let callee = declare(&mut b, s.callee as usize);
+            let caller = declare(&mut b, s.caller.index());
+            let callee = declare(&mut b, s.callee.index());
             b.add_site(caller, callee, s.offset, w);
         }
     }

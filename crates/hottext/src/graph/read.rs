@@ -72,8 +72,8 @@ impl Reader {
         pairs.sort_unstable();
         match pairs.windows(2).find(|w| w[0] == w[1]) {
             Some(&[(caller, callee), _]) => Err(GraphError::RepeatedCall {
-                caller: self.graph.funcs[caller as usize].name.clone(),
-                callee: self.graph.funcs[callee as usize].name.clone(),
+                caller: self.graph.funcs[caller.index()].name.clone(),
+                callee: self.graph.funcs[callee.index()].name.clone(),
             }),
             _ => Ok(()),
         }
@@ -128,9 +128,7 @@ impl Reader {
                 let alias = &*unescape(version, next("an alias name")?)?;
                 no_more(fields)?;
                 let id = self.id(name)?;
-                self.graph.funcs[id as usize]
-                    .aliases
-                    .push(alias.to_string());
+                self.graph.funcs[id.index()].aliases.push(alias.to_string());
             }
             "call" => {
                 let caller = &*unescape(version, next("a caller")?)?;
@@ -138,7 +136,7 @@ impl Reader {
                 let weight = count(next("a weight")?, "weight")?;
                 no_more(fields)?;
                 let caller = match self.last_caller {
-                    Some(id) if self.graph.funcs[id as usize].name == caller => id,
+                    Some(id) if self.graph.funcs[id.index()].name == caller => id,
                     _ => self.id(caller)?,
                 };
                 self.last_caller = Some(caller);
@@ -191,7 +189,7 @@ impl Reader {
         weight: u64,
     ) -> Result<CallSite, String> {
         let (caller, callee) = (self.id(caller_name)?, self.id(callee_name)?);
-        let size = self.graph.funcs[caller as usize].size;
+        let size = self.graph.funcs[caller.index()].size;
         if offset >= size {
             return Err(format!(
                 "offset {offset} is past the end of '{caller_name}' ({size} bytes)"

@@ -16,14 +16,14 @@ fn round_trips_byte_identical() {
         g.sites[..2],
         [
             CallSite {
-                caller: 0,
-                callee: 1,
+                caller: FuncId(0),
+                callee: FuncId(1),
                 offset: 7,
                 weight: 60
             },
             CallSite {
-                caller: 0,
-                callee: 1,
+                caller: FuncId(0),
+                callee: FuncId(1),
                 offset: 42,
                 weight: 30
             }

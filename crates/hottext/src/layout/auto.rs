@@ -87,6 +87,7 @@ fn best(candidates: &[Candidate]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::ids;
 
     /// A chain of big functions: every order keeps main's callees apart differently.
     fn graph() -> Graph {
@@ -133,7 +134,10 @@ mod tests {
     #[test]
     fn a_tie_goes_to_the_smaller_icache_overflow_then_to_the_earlier_candidate() {
         let metrics = |overflow| {
-            let mut m = measure(&graph(), &place_in_order(&graph(), &[0, 1, 2, 3, 4, 5], 1));
+            let mut m = measure(
+                &graph(),
+                &place_in_order(&graph(), &ids([0, 1, 2, 3, 4, 5]), 1),
+            );
             m.icache_overflow = overflow;
             m
         };

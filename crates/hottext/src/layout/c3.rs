@@ -73,8 +73,8 @@ pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
         if c.caller == c.callee || c.weight == 0 {
             continue;
         }
-        incoming[c.callee as usize] += c.weight;
-        let slot = &mut best[c.callee as usize];
+        incoming[c.callee.index()] += c.weight;
+        let slot = &mut best[c.callee.index()];
         let better = match *slot {
             None => true,
             Some((w, caller)) => c.weight > w || (c.weight == w && c.caller < caller),
@@ -86,27 +86,27 @@ pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
 
     // cluster_of[f] is the cluster (named by its first function) holding f; members are kept
     // only for live clusters.
-    let mut cluster_of: Vec<FuncId> = (0..n as FuncId).collect();
-    let mut members: Vec<Vec<FuncId>> = (0..n as FuncId).map(|f| vec![f]).collect();
+    let mut cluster_of: Vec<FuncId> = (0..n).map(FuncId::from_index).collect();
+    let mut members: Vec<Vec<FuncId>> = (0..n).map(FuncId::from_index).map(|f| vec![f]).collect();
     let mut size: Vec<u64> = graph.funcs().iter().map(|f| f.size).collect();
     let mut samples: Vec<u64> = graph.funcs().iter().map(|f| f.samples).collect();
 
-    let mut hottest: Vec<FuncId> = (0..n as FuncId).collect();
-    hottest.sort_by_key(|&f| std::cmp::Reverse(graph.funcs()[f as usize].samples));
+    let mut hottest: Vec<FuncId> = (0..n).map(FuncId::from_index).collect();
+    hottest.sort_by_key(|&f| std::cmp::Reverse(graph.funcs()[f].samples));
 
     for &f in &hottest {
-        let Some((weight, pred)) = best[f as usize] else {
+        let Some((weight, pred)) = best[f.index()] else {
             continue; // never seen called: nothing to be placed next to
         };
         let share = weight as u128 * 100;
-        if share < params.min_caller_share_percent as u128 * incoming[f as usize] as u128 {
+        if share < params.min_caller_share_percent as u128 * incoming[f.index()] as u128 {
             continue;
         }
-        let (into, from) = (cluster_of[pred as usize], cluster_of[f as usize]);
+        let (into, from) = (cluster_of[pred.index()], cluster_of[f.index()]);
         if into == from {
             continue; // already together (a call cycle)
         }
-        let (into_size, from_size) = (size[into as usize], size[from as usize]);
+        let (into_size, from_size) = (size[into.index()], size[from.index()]);
         if into_size > params.merge_threshold
             || from_size > params.merge_threshold
             || into_size + from_size > params.max_cluster_size
@@ -114,35 +114,36 @@ pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
             continue;
         }
         // Density before (s/z) against after (S/Z), exactly: s/z > d * S/Z  <=>  s*Z > d*S*z.
-        let (s, z) = (samples[into as usize] as u128, into_size.max(1) as u128);
-        let merged_samples = s + samples[from as usize] as u128;
+        let (s, z) = (samples[into.index()] as u128, into_size.max(1) as u128);
+        let merged_samples = s + samples[from.index()] as u128;
         let merged_size = (into_size + from_size).max(1) as u128;
         if s * merged_size > params.max_density_degradation as u128 * merged_samples * z {
             continue;
         }
-        let moved = std::mem::take(&mut members[from as usize]);
+        let moved = std::mem::take(&mut members[from.index()]);
         for &m in &moved {
-            cluster_of[m as usize] = into;
+            cluster_of[m.index()] = into;
         }
-        members[into as usize].extend(moved);
-        size[into as usize] += size[from as usize];
-        samples[into as usize] += samples[from as usize];
+        members[into.index()].extend(moved);
+        size[into.index()] += size[from.index()];
+        samples[into.index()] += samples[from.index()];
     }
 
-    let mut clusters: Vec<FuncId> = (0..n as FuncId)
-        .filter(|&c| !members[c as usize].is_empty())
+    let mut clusters: Vec<FuncId> = (0..n)
+        .map(FuncId::from_index)
+        .filter(|&c| !members[c.index()].is_empty())
         .collect();
     // Decreasing density, compared exactly by cross-multiplication; ties by first function.
     clusters.sort_by(|&a, &b| {
-        let (sa, sb) = (samples[a as usize] as u128, samples[b as usize] as u128);
+        let (sa, sb) = (samples[a.index()] as u128, samples[b.index()] as u128);
         let (za, zb) = (
-            size[a as usize].max(1) as u128,
-            size[b as usize].max(1) as u128,
+            size[a.index()].max(1) as u128,
+            size[b.index()].max(1) as u128,
         );
         (sb * za).cmp(&(sa * zb)).then(a.cmp(&b))
     });
     clusters
         .into_iter()
-        .flat_map(|c| std::mem::take(&mut members[c as usize]))
+        .flat_map(|c| std::mem::take(&mut members[c.index()]))
         .collect()
 }

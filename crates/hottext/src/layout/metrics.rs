@@ -32,8 +32,8 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
         next = next
             .checked_next_multiple_of(alignment.max(1))
             .unwrap_or(next);
-        at[f as usize] = Some(StatedAddr(next));
-        next = next.saturating_add(graph.funcs()[f as usize].size);
+        at[f.index()] = Some(StatedAddr(next));
+        next = next.saturating_add(graph.funcs()[f].size);
     }
     at
 }
@@ -82,7 +82,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for j in graph.jumps() {
         let (Some(StatedAddr(from)), Some(StatedAddr(to))) =
-            (at[j.caller as usize], at[j.callee as usize])
+            (at[j.caller.index()], at[j.callee.index()])
         else {
             unplaced += j.weight;
             continue;

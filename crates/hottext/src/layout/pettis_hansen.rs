@@ -45,11 +45,11 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     let mut edge_between: HashMap<u64, u32> = HashMap::default();
     edge_between.reserve(edges.len());
     for (e, edge) in edges.iter().enumerate() {
-        adj[edge.ends[0] as usize].push(e as u32);
-        adj[edge.ends[1] as usize].push(e as u32);
+        adj[(edge.ends[0]).index()].push(e as u32);
+        adj[(edge.ends[1]).index()].push(e as u32);
         edge_between.insert(pair(edge.ends[0], edge.ends[1]), e as u32);
     }
-    let mut chains: Vec<Chain> = (0..n as FuncId).map(Chain::new).collect();
+    let mut chains: Vec<Chain> = (0..n).map(FuncId::from_index).map(Chain::new).collect();
 
     // Heaviest edge first, then the lower pair of nodes; an entry is skipped when its edge
     // died, was re-pointed or grew since (each change pushed a new entry).
@@ -69,21 +69,21 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         let [a, b] = edge.ends;
         let (left, right) = (a.min(b), a.max(b));
         let joined = join(
-            std::mem::take(&mut chains[left as usize]),
-            std::mem::take(&mut chains[right as usize]),
+            std::mem::take(&mut chains[left.index()]),
+            std::mem::take(&mut chains[right.index()]),
             &original,
         );
         // Keep the node with more edges, so re-pointing edges costs the smaller side.
-        let (keep, gone) = if adj[a as usize].len() >= adj[b as usize].len() {
+        let (keep, gone) = if adj[a.index()].len() >= adj[b.index()].len() {
             (a, b)
         } else {
             (b, a)
         };
-        chains[keep as usize] = joined;
+        chains[keep.index()] = joined;
         edges[e as usize].dead = true;
 
         edge_between.remove(&pair(a, b));
-        for x in std::mem::take(&mut adj[gone as usize]) {
+        for x in std::mem::take(&mut adj[gone.index()]) {
             if edges[x as usize].dead {
                 continue;
             }
@@ -93,7 +93,7 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
                 None => {
                     edges[x as usize].ends = [keep, other];
                     edge_between.insert(pair(keep, other), x);
-                    adj[keep as usize].push(x);
+                    adj[keep.index()].push(x);
                     queue.push(entry(&edges[x as usize], x));
                 }
                 Some(&onto) => {
@@ -112,13 +112,13 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         .filter(|c| !c.is_empty())
         .map(|c| {
             let c = c.into_vec();
-            let samples = c.iter().map(|&f| graph.funcs()[f as usize].samples).sum();
+            let samples = c.iter().map(|&f| graph.funcs()[f].samples).sum();
             let size = c
                 .iter()
-                .map(|&f| graph.funcs()[f as usize].size)
+                .map(|&f| graph.funcs()[f].size)
                 .sum::<u64>()
                 .max(1);
-            let first = c.iter().copied().min().unwrap_or(0);
+            let first = c.iter().copied().min().unwrap_or_default();
             (samples, size, first, c)
         })
         .collect();
@@ -142,7 +142,7 @@ fn entry(edge: &Edge, e: u32) -> (u64, Reverse<u64>, Reverse<u32>) {
 
 /// The key of an unordered pair of nodes.
 fn pair(a: FuncId, b: FuncId) -> u64 {
-    (u64::from(a.min(b)) << 32) | u64::from(a.max(b))
+    (u64::from(a.min(b).0) << 32) | u64::from(a.max(b).0)
 }
 
 /// The coalesced weight between two nodes.
@@ -187,7 +187,7 @@ impl Original {
         });
         let mut starts = vec![0u32; graph.funcs().len() + 1];
         for &(a, _, _) in &edges {
-            starts[a as usize + 1] += 1;
+            starts[a.index() + 1] += 1;
         }
         for i in 1..starts.len() {
             starts[i] += starts[i - 1];
@@ -198,7 +198,7 @@ impl Original {
     fn weight(&self, x: FuncId, y: FuncId) -> u64 {
         let (lo, hi) = (x.min(y), x.max(y));
         let range =
-            &self.edges[self.starts[lo as usize] as usize..self.starts[lo as usize + 1] as usize];
+            &self.edges[self.starts[lo.index()] as usize..self.starts[lo.index() + 1] as usize];
         range
             .binary_search_by_key(&hi, |&(_, b, _)| b)
             .map_or(0, |i| range[i].2)

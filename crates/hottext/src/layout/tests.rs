@@ -3,7 +3,7 @@
 use super::metrics::{hot_ranges, measure, place_in_order};
 use super::{order, Algorithm, C3Params, Params};
 use crate::binary::StatedAddr;
-use crate::graph::{Graph, GraphBuilder};
+use crate::graph::{ids, Graph, GraphBuilder};
 
 /// Builds a graph from `(name, size, samples)` functions and `(caller, callee, weight)` calls.
 pub(super) fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
@@ -26,7 +26,7 @@ pub(super) fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
 pub(super) fn names_with(g: &Graph, algorithm: Algorithm, params: &Params) -> Vec<String> {
     order(g, algorithm, params)
         .into_iter()
-        .map(|f| g.funcs()[f as usize].name.clone())
+        .map(|f| g.funcs()[f].name.clone())
         .collect()
 }
 
@@ -97,7 +97,7 @@ fn c3_does_not_grow_a_cluster_past_the_merge_threshold() {
         Algorithm::C3,
         &c3_params(|p| p.merge_threshold = 10_000),
     );
-    assert_eq!(merged, [0, 1]);
+    assert_eq!(merged, ids([0, 1]));
 }
 
 /// The default parameters with one C3 threshold changed.
@@ -228,7 +228,7 @@ fn orders_are_deterministic_and_complete() {
         let a = order(&g, algorithm, &Params::default());
         let mut sorted = a.clone();
         sorted.sort_unstable();
-        assert_eq!(sorted, [0, 1, 2, 3]);
+        assert_eq!(sorted, ids([0, 1, 2, 3]));
         assert_eq!(a, order(&g, algorithm, &Params::default()));
     }
 }
@@ -236,7 +236,7 @@ fn orders_are_deterministic_and_complete() {
 #[test]
 fn metrics_count_pages_and_call_shares() {
     let g = figure2();
-    let m = measure(&g, &place_in_order(&g, &[0, 1, 2, 3], 1));
+    let m = measure(&g, &place_in_order(&g, &ids([0, 1, 2, 3]), 1));
     assert_eq!(m.hot_functions, 3);
     assert_eq!(m.hot_bytes, 300);
     assert_eq!(m.hot_span_bytes, 300); // B starts at 100, D ends at 400
@@ -251,7 +251,7 @@ fn metrics_count_pages_and_call_shares() {
 fn metrics_count_pages_across_a_boundary() {
     // Two hot functions 8 KiB apart need two 4 KiB pages but one 2 MiB page.
     let g = graph(&[("a", 64, 50), ("pad", 8192, 0), ("b", 64, 50)], &[]);
-    let m = measure(&g, &place_in_order(&g, &[0, 1, 2], 1));
+    let m = measure(&g, &place_in_order(&g, &ids([0, 1, 2]), 1));
     assert_eq!((m.pages_4k_99, m.pages_2m_99), (2, 1));
 }
 
@@ -264,7 +264,10 @@ fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
     funcs.push(("pad".into(), 4096 - 64, 0));
     let named: Vec<(&str, u64, u64)> = funcs.iter().map(|(n, s, w)| (n.as_str(), *s, *w)).collect();
     let g = graph(&named, &[]);
-    let packed = measure(&g, &place_in_order(&g, &[0, 1, 2, 3, 4, 5, 6, 7, 8], 1));
+    let packed = measure(
+        &g,
+        &place_in_order(&g, &ids([0, 1, 2, 3, 4, 5, 6, 7, 8]), 1),
+    );
     assert_eq!(packed.icache_overflow, 0.0);
     let mut at = vec![None; g.funcs().len()];
     for (i, slot) in at.iter_mut().take(9).enumerate() {
@@ -284,7 +287,7 @@ fn icache_overflow_of_a_huge_function_takes_no_time() {
     // A profile may claim any size: 1 TB is 16 G lines, which the model must not visit.
     let g = graph(&[("huge", 1 << 40, 90), ("small", 64, 10)], &[]);
     let started = std::time::Instant::now();
-    let overflow = super::metrics::icache_overflow(&g, &place_in_order(&g, &[0, 1], 1));
+    let overflow = super::metrics::icache_overflow(&g, &place_in_order(&g, &ids([0, 1]), 1));
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
     // Each set keeps 8 of its 2^28 equal lines of `huge`, and `small`'s hotter line.
     assert!(overflow > 0.89 && overflow < 0.9, "{overflow}");
@@ -296,7 +299,7 @@ fn call_sites_place_a_call_where_it_is_not_in_the_middle() {
     // the call would jump 4 KiB; from its real site it jumps 12 bytes.
     let profile = "# hottext profile v2\nfn a 8192 10\nfn b 64 10\ncall a b 10\nsite a b 8180 10\n";
     let g = crate::graph::Graph::read(profile.as_bytes()).unwrap();
-    let m = measure(&g, &place_in_order(&g, &[0, 1], 1));
+    let m = measure(&g, &place_in_order(&g, &ids([0, 1]), 1));
     assert_eq!(m.calls_within_64b, 1.0);
     assert_eq!(m.weighted_call_distance, 10 * 12);
 }

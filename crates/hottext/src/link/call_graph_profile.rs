@@ -22,7 +22,7 @@ pub fn write_call_graph_profile(
     keep: impl Fn(FuncId) -> bool,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let name = |f: FuncId| symbol_of(&graph.funcs()[f as usize].name);
+    let name = |f: FuncId| symbol_of(&graph.funcs()[f].name);
     let mut edges: Vec<_> = graph
         .calls()
         .iter()
@@ -59,7 +59,7 @@ mod tests {
         let text = "# hottext profile v1\nfn a;x.c 10 1\nfn b 10 1\nfn c 10 1\nfn gone 10 1\n\
                     call a;x.c b 5\ncall b c 9\ncall b b 50\ncall c a;x.c 0\ncall a;x.c gone 7\n";
         let graph = Graph::read(text.as_bytes()).unwrap();
-        let gone = graph.funcs().iter().position(|f| f.name == "gone").unwrap() as FuncId;
+        let gone = FuncId::from_index(graph.funcs().iter().position(|f| f.name == "gone").unwrap());
         let mut out = Vec::new();
         write_call_graph_profile(&graph, |f| f != gone, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "b c 9\na b 5\n");

@@ -49,7 +49,7 @@ pub fn hot_list<'g>(
         unsafe_names: Vec::new(),
     };
     for &f in order {
-        let func = &graph.funcs()[f as usize];
+        let func = &graph.funcs()[f];
         if is_split_cold_part(&func.name) {
             list.split_cold.push(&func.name);
             continue;
@@ -73,7 +73,7 @@ pub fn hot_list<'g>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::GraphBuilder;
+    use crate::graph::{ids, GraphBuilder};
 
     fn graph(names: &[&str]) -> Graph {
         let mut b = GraphBuilder::default();
@@ -87,8 +87,14 @@ mod tests {
     #[test]
     fn split_cold_parts_stay_out_in_order_of_the_rest() {
         let g = graph(&["main", "f.cold", "g", "h.cold.2"]);
-        let list = hot_list(&g, &[2, 1, 0, 3], Format::LdScript, UnsafeNames::Refuse).unwrap();
-        assert_eq!(list.kept, [2, 0]);
+        let list = hot_list(
+            &g,
+            &ids([2, 1, 0, 3]),
+            Format::LdScript,
+            UnsafeNames::Refuse,
+        )
+        .unwrap();
+        assert_eq!(list.kept, ids([2, 0]));
         let names: Vec<&str> = list.entries.iter().map(|e| e.name).collect();
         assert_eq!(names, ["g", "main"]);
         assert_eq!(list.split_cold, ["f.cold", "h.cold.2"]);
@@ -97,13 +103,13 @@ mod tests {
     #[test]
     fn an_unsafe_name_is_refused_or_left_out_as_asked() {
         let g = graph(&["main", "x)}evil", "g"]);
-        let err = hot_list(&g, &[0, 1, 2], Format::LdScript, UnsafeNames::Refuse).unwrap_err();
+        let err = hot_list(&g, &ids([0, 1, 2]), Format::LdScript, UnsafeNames::Refuse).unwrap_err();
         assert_eq!(err.name(), Some("x)}evil"));
-        let list = hot_list(&g, &[0, 1, 2], Format::LdScript, UnsafeNames::LeaveOut).unwrap();
-        assert_eq!(list.kept, [0, 2]);
+        let list = hot_list(&g, &ids([0, 1, 2]), Format::LdScript, UnsafeNames::LeaveOut).unwrap();
+        assert_eq!(list.kept, ids([0, 2]));
         assert_eq!(list.unsafe_names, ["x)}evil"]);
         // A plain list takes any name without whitespace or control characters.
-        let list = hot_list(&g, &[0, 1, 2], Format::List, UnsafeNames::Refuse).unwrap();
-        assert_eq!(list.kept, [0, 1, 2]);
+        let list = hot_list(&g, &ids([0, 1, 2]), Format::List, UnsafeNames::Refuse).unwrap();
+        assert_eq!(list.kept, ids([0, 1, 2]));
     }
 }

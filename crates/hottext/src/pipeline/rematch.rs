@@ -174,13 +174,13 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
         }
     }
     for c in profile.calls() {
-        if let (Some(a), Some(z)) = (ids[c.caller as usize], ids[c.callee as usize]) {
+        if let (Some(a), Some(z)) = (ids[c.caller.index()], ids[c.callee.index()]) {
             b.add_call(a, z, c.weight);
         }
     }
     for s in profile.sites() {
-        match (ids[s.caller as usize], ids[s.callee as usize]) {
-            (Some(a), Some(z)) if same_code[s.caller as usize] => {
+        match (ids[s.caller.index()], ids[s.callee.index()]) {
+            (Some(a), Some(z)) if same_code[s.caller.index()] => {
                 b.add_site(a, z, s.offset, s.weight)
             }
             (Some(_), Some(_)) => matched.sites_dropped += s.weight,
@@ -348,7 +348,7 @@ mod tests {
         let sites = |g: &Graph| -> Vec<(String, u64)> {
             g.sites()
                 .iter()
-                .map(|s| (g.funcs()[s.caller as usize].name.clone(), s.offset))
+                .map(|s| (g.funcs()[s.caller].name.clone(), s.offset))
                 .collect()
         };
         let other_build = Graph::read(text("00").as_bytes()).unwrap();

@@ -139,9 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     output::parameters("order", &params);
     let (ordered, name, candidates) = match args.algorithm {
         // These formats write no order of ours: any order of the functions does.
-        _ if args.format.link_format().is_none() => {
-            ((0..graph.funcs().len() as FuncId).collect(), "none", None)
-        }
+        _ if args.format.link_format().is_none() => (
+            (0..graph.funcs().len()).map(FuncId::from_index).collect(),
+            "none",
+            None,
+        ),
         AlgorithmArg::Auto => {
             let choice = auto::choose(&graph, &params, &mut |a| {
                 if graph.funcs().len() > 100_000 {
@@ -273,7 +275,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// `--format lld-cgprofile`: the call edges among the functions the binary has (all of them
 /// without --binary), for lld to order by itself.
 fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<()> {
-    let keep = |f: FuncId| at.is_none_or(|at| at[f as usize].is_some());
+    let keep = |f: FuncId| at.is_none_or(|at| at[f.index()].is_some());
     // Written in memory first: a refused name must not leave a truncated file lld would take.
     let mut text = Vec::new();
     write_call_graph_profile(graph, keep, &mut text)?;

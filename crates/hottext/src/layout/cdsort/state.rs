@@ -53,6 +53,8 @@ struct Chain {
 }
 
 const NONE: u32 = u32::MAX;
+/// The end of a chain's list of functions.
+const NO_FUNC: FuncId = FuncId(u32::MAX);
 
 pub(super) struct State<'a> {
     params: &'a CdsortParams,
@@ -86,8 +88,8 @@ impl<'a> State<'a> {
         let mut hotness: Vec<u64> = graph.funcs().iter().map(|f| f.samples).collect();
         let (mut incoming, mut outgoing) = (vec![0u64; n], vec![0u64; n]);
         for j in &jumps {
-            outgoing[j.caller as usize] += j.weight;
-            incoming[j.callee as usize] += j.weight;
+            outgoing[j.caller.index()] += j.weight;
+            incoming[j.callee.index()] += j.weight;
         }
         for f in 0..n {
             hotness[f] = hotness[f].max(incoming[f]).max(outgoing[f]);
@@ -111,15 +113,16 @@ impl<'a> State<'a> {
             let (a, b) = pair(&jumps[i]);
             let e = edges.len() as u32;
             edges.push(Edge {
-                ends: [a, b],
+                // A chain is named by the slot of a function it started as.
+                ends: [a.0, b.0],
                 head: i as u32,
                 tail: i as u32,
                 computed_at: 0,
                 first_end_leads: true,
                 dead: false,
             });
-            adj[a as usize].push(e);
-            adj[b as usize].push(e);
+            adj[a.index()].push(e);
+            adj[b.index()].push(e);
         }
 
         State {
@@ -132,14 +135,14 @@ impl<'a> State<'a> {
                     offset: 0,
                 })
                 .collect(),
-            next_member: vec![NONE; n],
+            next_member: vec![NO_FUNC; n],
             chains: (0..n)
                 .map(|f| Chain {
                     size: size[f],
                     hotness: hotness[f],
                     functions: 1,
-                    first: f as FuncId,
-                    last: f as FuncId,
+                    first: FuncId::from_index(f),
+                    last: FuncId::from_index(f),
                     changed: 0,
                 })
                 .collect(),
@@ -190,8 +193,8 @@ impl<'a> State<'a> {
         }
         for k in keys.iter() {
             let jump = &self.jumps[self.edges[edge(k)].head as usize];
-            prefetch(&self.place[jump.caller as usize]);
-            prefetch(&self.place[jump.callee as usize]);
+            prefetch(&self.place[jump.caller.index()]);
+            prefetch(&self.place[jump.callee.index()]);
         }
         keys.retain_mut(|k| {
             let e = unpack(*k).1;
@@ -239,8 +242,8 @@ impl<'a> State<'a> {
         while j != NONE {
             let jump = &self.jumps[j as usize];
             let (caller, callee) = (
-                self.place[jump.caller as usize],
-                self.place[jump.callee as usize],
+                self.place[jump.caller.index()],
+                self.place[jump.callee.index()],
             );
             // One end of each jump is in `a`, the other in `b`; the site lies inside its chain.
             let (site, target) = (caller.offset + jump.offset, callee.offset);
@@ -297,16 +300,16 @@ impl<'a> State<'a> {
         let (lead, tail) = (self.chains[first as usize], self.chains[second as usize]);
         self.merges += 1;
         let mut f = tail.first;
-        while f != NONE {
-            self.place[f as usize].offset += lead.size;
-            f = self.next_member[f as usize];
+        while f != NO_FUNC {
+            self.place[f.index()].offset += lead.size;
+            f = self.next_member[f.index()];
         }
         let mut f = self.chains[from as usize].first;
-        while f != NONE {
-            self.place[f as usize].chain = into;
-            f = self.next_member[f as usize];
+        while f != NO_FUNC {
+            self.place[f.index()].chain = into;
+            f = self.next_member[f.index()];
         }
-        self.next_member[lead.last as usize] = tail.first;
+        self.next_member[lead.last.index()] = tail.first;
         self.chains[into as usize] = Chain {
             size: lead.size + tail.size,
             hotness: lead.hotness + tail.hotness,
@@ -386,7 +389,7 @@ impl<'a> State<'a> {
     /// Chains by decreasing density (exact, by cross-multiplication), ties by first function.
     pub(super) fn into_order(self) -> Vec<FuncId> {
         let mut live: Vec<Chain> = (0..self.chains.len())
-            .filter(|&c| self.place[self.chains[c].first as usize].chain == c as u32)
+            .filter(|&c| self.place[(self.chains[c].first).index()].chain == c as u32)
             .map(|c| self.chains[c])
             .collect();
         live.sort_unstable_by(|x, y| {
@@ -397,9 +400,9 @@ impl<'a> State<'a> {
         let mut order = Vec::with_capacity(self.place.len());
         for chain in live {
             let mut f = chain.first;
-            while f != NONE {
+            while f != NO_FUNC {
                 order.push(f);
-                f = self.next_member[f as usize];
+                f = self.next_member[f.index()];
             }
         }
         order
