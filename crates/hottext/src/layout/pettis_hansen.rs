@@ -113,11 +113,7 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         .map(|c| {
             let c = c.into_vec();
             let samples = c.iter().map(|&f| graph.funcs()[f].samples).sum();
-            let size = c
-                .iter()
-                .map(|&f| graph.funcs()[f].size)
-                .sum::<u64>()
-                .max(1);
+            let size = c.iter().map(|&f| graph.funcs()[f].size).sum::<u64>().max(1);
             let first = c.iter().copied().min().unwrap_or_default();
             (samples, size, first, c)
         })

@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use super::counts::Counts;
 use super::events::EventPlan;
 use super::perf_stat::{self, Reading, Scope};
 use super::MeasureError;
+use crate::os::group::{own_group, signal_group, stop_tree};
 
 /// How often waiting loops look at the child and the interrupt flag.
 const POLL: Duration = Duration::from_millis(5);
@@ -145,11 +146,10 @@ pub fn run_captured(
     deadline: Option<Instant>,
     cancel: &AtomicBool,
 ) -> Result<Captured, MeasureError> {
-    use std::os::unix::process::CommandExt;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    own_group(&mut cmd);
     let mut child = cmd.spawn().map_err(|source| MeasureError::Io {
         what: format!("start {what}"),
         source,
@@ -182,18 +182,18 @@ pub fn run_captured(
 
     let status = loop {
         if cancel.load(Ordering::SeqCst) {
-            kill_group(&mut child, pgid);
+            stop_tree(&mut child, KILL_GRACE);
             return Err(MeasureError::Interrupted);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            kill_group(&mut child, pgid);
+            stop_tree(&mut child, KILL_GRACE);
             break None;
         }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => std::thread::sleep(POLL),
             Err(source) => {
-                kill_group(&mut child, pgid);
+                stop_tree(&mut child, KILL_GRACE);
                 return Err(MeasureError::Io {
                     what: format!("wait for {what}"),
                     source,
@@ -228,28 +228,6 @@ pub fn run_captured(
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     })
-}
-
-pub(crate) fn signal_group(pgid: i32, signal: libc::c_int) {
-    if pgid > 0 {
-        // SAFETY: kill has no memory-safety preconditions; a negative pid names the group.
-        unsafe { libc::kill(-pgid, signal) };
-    }
-}
-
-/// SIGTERM to the child's process group, SIGKILL after [`KILL_GRACE`], and reap the child.
-fn kill_group(child: &mut Child, pgid: i32) {
-    signal_group(pgid, libc::SIGTERM);
-    let until = Instant::now() + KILL_GRACE;
-    while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            signal_group(pgid, libc::SIGKILL);
-            return;
-        }
-        std::thread::sleep(POLL);
-    }
-    signal_group(pgid, libc::SIGKILL);
-    let _ = child.wait();
 }
 
 #[cfg(test)]

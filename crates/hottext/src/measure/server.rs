@@ -7,36 +7,25 @@
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::run::{run_captured, signal_group};
+use super::run::run_captured;
 use super::MeasureError;
 use crate::os::cpus::{self, CpuSet};
-use crate::os::proc::Pid;
-use crate::os::proc::{clock_ticks_per_second, processes, tree, ProcStat};
+use crate::os::group::Group;
+pub use crate::os::group::Stopped;
+use crate::os::proc::{clock_ticks_per_second, processes, tree, Pid, ProcStat};
 
 /// Between two runs of the ready command.
 const READY_POLL: Duration = Duration::from_millis(100);
-/// While waiting for a stopped server's processes to go.
-const STOP_POLL: Duration = Duration::from_millis(10);
-/// A server dropped without [`Server::stop`] (an error, Ctrl-C) gets this long after SIGTERM.
-const DROP_GRACE: Duration = Duration::from_secs(5);
-
-/// How a server went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stopped {
-    /// It, or a process of its tree, outlived SIGTERM and was killed.
-    pub forced: bool,
-}
-
+/// A server: its process group (stopped as a whole tree when dropped), name and log.
 #[derive(Debug)]
 pub struct Server {
-    child: Child,
+    group: Group,
     side: String,
     log: PathBuf,
-    stopped: bool,
 }
 
 impl Server {
@@ -50,7 +39,6 @@ impl Server {
         cpu: u32,
         log: PathBuf,
     ) -> Result<Server, MeasureError> {
-        use std::os::unix::process::CommandExt;
         let io = |what: String| move |source| MeasureError::Io { what, source };
         let out = File::create(&log).map_err(io(format!("create {}", log.display())))?;
         let err = out
@@ -61,29 +49,19 @@ impl Server {
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
-            .stderr(err)
-            .process_group(0);
+            .stderr(err);
         cpus::pin_command(&mut cmd, &CpuSet::one(cpu));
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
+        let group = Group::spawn(&mut cmd)
             .map_err(io(format!("start server {side} (sh -c {command:?})")))?;
         Ok(Server {
-            child,
+            group,
             side: side.to_string(),
             log,
-            stopped: false,
         })
     }
 
     pub fn pid(&self) -> Pid {
-        self.child.id() as i32
+        self.group.pid()
     }
 
     /// What the server wrote so far.
@@ -127,7 +105,7 @@ impl Server {
 
     /// An error if the server has exited.
     pub fn check_running(&mut self) -> Result<(), MeasureError> {
-        match self.child.try_wait() {
+        match self.group.try_wait() {
             Ok(Some(status)) => Err(self.exited(status)),
             _ => Ok(()),
         }
@@ -153,60 +131,8 @@ impl Server {
 
     /// SIGTERM to the server's process group and every process of its tree; SIGKILL to what
     /// is left after `grace`. Returns once they are all gone.
-    pub fn stop(mut self, grace: Duration) -> Stopped {
-        self.terminate(grace)
-    }
-
-    fn terminate(&mut self, grace: Duration) -> Stopped {
-        self.stopped = true;
-        let pgid = self.pid();
-        let members: Vec<i32> = tree(&processes(), pgid).iter().map(|p| p.pid).collect();
-        signal_group(pgid, libc::SIGTERM);
-        signal_all(&members, libc::SIGTERM);
-        let until = Instant::now() + grace;
-        let mut forced = false;
-        while !self.gone(&members, pgid) {
-            if Instant::now() >= until {
-                forced = true;
-                signal_group(pgid, libc::SIGKILL);
-                signal_all(&members, libc::SIGKILL);
-                let _ = self.child.wait();
-                // Reparented processes are reaped by init; give it a moment.
-                let until = Instant::now() + Duration::from_secs(2);
-                while !self.gone(&members, pgid) && Instant::now() < until {
-                    std::thread::sleep(STOP_POLL);
-                }
-                break;
-            }
-            std::thread::sleep(STOP_POLL);
-        }
-        Stopped { forced }
-    }
-
-    /// The leader is reaped and no process of the tree or the group is alive.
-    fn gone(&mut self, members: &[i32], pgid: i32) -> bool {
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            return false;
-        }
-        processes()
-            .iter()
-            .filter(|p| p.state != 'Z')
-            .all(|p| p.pgrp != pgid && !members.contains(&p.pid))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if !self.stopped {
-            self.terminate(DROP_GRACE);
-        }
-    }
-}
-
-fn signal_all(pids: &[Pid], signal: libc::c_int) {
-    for &pid in pids {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(pid, signal) };
+    pub fn stop(self, grace: Duration) -> Stopped {
+        self.group.stop(grace)
     }
 }
 

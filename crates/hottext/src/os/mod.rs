@@ -3,5 +3,6 @@
 
 pub mod cpus;
 pub mod files;
+pub mod group;
 pub mod proc;
 pub mod shell;

@@ -2,13 +2,14 @@
 //! a command the pipeline starts (with a load command that runs while it is recorded).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use crate::profile::record::{affinity, plan, Machine, Outcome, Request, Session, Target};
 
 use super::config::Config;
 use super::PipelineError;
+use crate::os::group::Group;
 use crate::os::proc::Pid;
 
 /// How often to check on perf, the load and the service.
@@ -54,7 +55,7 @@ fn record_running(
         &service.pid_file,
         &service.systemd_unit,
     ) {
-        (Some(s), ..) => s.service.id() as i32,
+        (Some(s), ..) => s.service.pid(),
         (None, Some(pid), ..) => pid,
         (None, None, Some(file), _) => pid_from_file(file)?,
         (None, None, None, Some(unit)) => pid_of_unit(unit)?,
@@ -104,8 +105,8 @@ fn record_running(
         std::thread::sleep(TICK);
     };
     let end = SystemTime::now();
-    if let Some(mut l) = load {
-        terminate(&mut l);
+    if let Some(l) = load {
+        l.stop(STOP_GRACE);
     }
     Ok(Recording {
         perf_data: output,
@@ -149,9 +150,10 @@ fn pid_of_unit(unit: &str) -> Result<Pid, PipelineError> {
     }
 }
 
-/// A service the pipeline started; stopped again when the recording is done.
+/// A service the pipeline started; stopped again, with everything it started, when the
+/// recording is done (or when dropped).
 struct Started {
-    service: Child,
+    service: Group,
 }
 
 impl Started {
@@ -166,12 +168,13 @@ impl Started {
         Ok(Started { service })
     }
 
-    fn stop(mut self) {
-        terminate(&mut self.service);
+    fn stop(self) {
+        self.service.stop(STOP_GRACE);
     }
 }
 
-fn spawn(cmd: &[String], base: &Path, what: &str) -> Result<Child, PipelineError> {
+/// Starts `cmd` in a process group of its own, so that stopping it stops what it started.
+fn spawn(cmd: &[String], base: &Path, what: &str) -> Result<Group, PipelineError> {
     let (program, args) = cmd
         .split_first()
         .ok_or_else(|| PipelineError::Service(format!("the {what} command is empty")))?;
@@ -181,36 +184,19 @@ fn spawn(cmd: &[String], base: &Path, what: &str) -> Result<Child, PipelineError
     } else {
         PathBuf::from(program)
     };
-    Command::new(&program)
-        .args(args)
-        .current_dir(base)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            PipelineError::Service(format!(
-                "cannot start the {what} command {}: {e}",
-                program.display()
-            ))
-        })
-}
-
-/// SIGTERM, a grace period, then SIGKILL; always reaps the child.
-fn terminate(child: &mut Child) {
-    if child.try_wait().ok().flatten().is_some() {
-        return;
-    }
-    // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let deadline = std::time::Instant::now() + STOP_GRACE;
-    while std::time::Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(TICK);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    Group::spawn(
+        Command::new(&program)
+            .args(args)
+            .current_dir(base)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
+    )
+    .map_err(|e| {
+        PipelineError::Service(format!(
+            "cannot start the {what} command {}: {e}",
+            program.display()
+        ))
+    })
 }
 
 /// The service's version: the configured string, the first line of the version command, or
