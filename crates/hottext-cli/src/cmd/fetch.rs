@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::ValueEnum;
 use hottext::binary::Binary;
+use hottext::graph::Graph;
 use hottext::layout::{auto, Params};
-use hottext::link::{emit, hot_list, markers_object, Entry, ScriptPlacement, UnsafeNames};
+use hottext::link::{self, markers_object, ScriptPlacement, Target, UnsafeNames, MARKERS_ADVICE};
 use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
@@ -118,7 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
 
-    let (ordered, origin): (Vec<Entry>, String) = match &fetched {
+    let empty = Graph::default();
+    let (graph, order, origin) = match &fetched {
         Some(f) => {
             let mut params = Params::default();
             params.c3.merge_threshold = args.merge_threshold;
@@ -127,54 +129,53 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let choice = auto::choose(&f.graph, &params, &mut |_| ());
             let name = choice.algorithm.name();
             eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
-            let list = hot_list(&f.graph, &choice.order, format, UnsafeNames::LeaveOut)?;
-            // The rematched names are the binary's own; one a linker input cannot carry safely
-            // (an assembler symbol with odd characters) stays where it is rather than failing
-            // the build.
-            if !list.unsafe_names.is_empty() {
-                // Quoted and escaped: a name from a store must not drive the build log's terminal.
-                let quoted: Vec<String> =
-                    list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
-                output::warn(format!(
-                    "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
-                    quoted.len(),
-                    output::some_of(&quoted, 8)
-                ));
-            }
-            (
-                list.entries,
-                format!(
-                    "{name} order (chosen by --algorithm auto) of {} ({})",
-                    f.meta.object,
-                    args.meta.display()
-                ),
-            )
+            let origin = format!(
+                "{name} order (chosen by --algorithm auto) of {} ({})",
+                f.meta.object,
+                args.meta.display()
+            );
+            (&f.graph, choice.order, origin)
         }
-        None => (vec![], "NO PROFILE: unoptimised build".to_string()),
+        None => (&empty, vec![], "NO PROFILE: unoptimised build".to_string()),
     };
-    let mut text = Vec::new();
-    emit(
-        format,
-        &ordered,
-        ScriptPlacement::default(),
-        &origin,
-        &mut text,
+    // The rematched names are the binary's own; one a linker input cannot carry safely (an
+    // assembler symbol with odd characters) stays where it is rather than failing the build.
+    let written = link::write(
+        graph,
+        Target::Linker {
+            format,
+            order: &order,
+            placement: ScriptPlacement::default(),
+            origin: &origin,
+            unsafe_names: UnsafeNames::LeaveOut,
+        },
     )?;
-    write_atomic(&args.output, &text)
+    let listed = written.hot.as_ref().map_or(0, |list| list.kept.len());
+    if let Some(list) = written.hot.as_ref().filter(|l| !l.unsafe_names.is_empty()) {
+        // Quoted and escaped: a name from a store must not drive the build log's terminal.
+        let quoted: Vec<String> = list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
+        output::warn(format!(
+            "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
+            quoted.len(),
+            output::some_of(&quoted, 8)
+        ));
+    }
+    let text = &written.bytes;
+    write_atomic(&args.output, text)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     if let Some(path) = &args.markers {
         let bytes =
             markers_object(binary.architecture).context("cannot build the markers object")?;
         write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    } else if format.needs_markers_object() {
-        output::warn("this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object");
+    } else if written.needs_markers {
+        output::warn(MARKERS_ADVICE);
     }
 
     let summary = Summary {
         optimised: fetched.is_some(),
         problem,
         fetched: fetched.as_ref().map(|f| f.summary()),
-        functions_ordered: ordered.len(),
+        functions_ordered: listed,
         output: &args.output,
     };
     if args.json {

@@ -1,7 +1,7 @@
 //! `hottext order`: profile in, linker input out, with the layout's figures.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -11,13 +11,11 @@ use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto;
-use hottext::layout::metrics::{
-    hot_ranges, measure, place_in_order, Placement, COMPILED_ALIGNMENT,
-};
+use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{
-    emit, host_architecture, hot_list, markers_object, write_call_graph_profile, write_ranges,
-    Alignment, EmitError, ScriptPlacement, UnsafeNames,
+    self, host_architecture, markers_object, Alignment, EmitError, ScriptPlacement, Target,
+    UnsafeNames, MARKERS_ADVICE,
 };
 use hottext::pipeline::rematch::{rematch, Matched};
 
@@ -181,33 +179,50 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         candidates: None,
     };
     let Some(format) = args.format.link_format() else {
-        if args.format == FormatArg::LldCgprofile {
-            write_cgprofile(&args, &graph, addresses.as_ref())?;
+        // The preload library refuses a ranges file made for another build.
+        let build_id = binary.as_ref().and_then(|b| b.build_id_hex());
+        let target = if args.format == FormatArg::LldCgprofile {
+            Target::CallGraphProfile {
+                at: addresses.as_ref(),
+            }
         } else {
-            summary.ranges = Some(write_hot_ranges(
-                &args,
-                &graph,
-                binary.as_ref(),
-                addresses.as_ref(),
-            )?);
+            let Some(at) = &addresses else {
+                bail!("--format ranges lists addresses of a binary: give --binary BIN");
+            };
+            Target::Ranges {
+                at,
+                build_id: build_id.as_deref(),
+                max_pages: args.max_huge_pages,
+            }
+        };
+        let written =
+            link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
+        write_output(args.output.as_deref(), &written.bytes)?;
+        if args.format == FormatArg::Ranges {
+            let pages: u64 = written
+                .ranges
+                .iter()
+                .map(|(s, e)| (e.0 - s.0) / HUGE_PAGE)
+                .sum();
+            if !args.json {
+                eprintln!(
+                    "hottext: {pages} hot 2 MiB pages in {} ranges",
+                    written.ranges.len()
+                );
+            }
+            summary.ranges = Some(
+                written
+                    .ranges
+                    .iter()
+                    .map(|&(start, end)| Range { start, end })
+                    .collect(),
+            );
         }
         if args.json {
             output::json(&summary)?;
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let list = hot_list(&graph, &ordered, format, UnsafeNames::Refuse)
-        .map_err(|e| with_profile_line(e, &args.profile))?;
-    if !list.split_cold.is_empty() {
-        eprintln!(
-            "hottext: {} parts GCC split off as unlikely stay out of the hot range: {}",
-            list.split_cold.len(),
-            output::some_of(&list.split_cold, 8)
-        );
-    }
-    if list.kept.is_empty() {
-        bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
-    }
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
             bail!(
@@ -231,28 +246,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.hot_offset
         );
     }
-    let placement = ScriptPlacement {
-        alignment,
-        hot_offset: args.hot_offset,
-    };
     let chosen_by = match args.algorithm {
         AlgorithmArg::Auto => " (chosen by --algorithm auto)",
         _ => "",
     };
     let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
-    // Written in memory first, as fetch does: a refused name leaves no file behind.
-    let mut text = Vec::new();
-    emit(format, &list.entries, placement, &origin, &mut text)
-        .map_err(|e| with_profile_line(e, &args.profile))?;
-    write_output(args.output.as_deref(), |out| out.write_all(&text))?;
+    let target = Target::Linker {
+        format,
+        order: &ordered,
+        placement: ScriptPlacement {
+            alignment,
+            hot_offset: args.hot_offset,
+        },
+        origin: &origin,
+        unsafe_names: UnsafeNames::Refuse,
+    };
+    let written = link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
+    let Some(list) = &written.hot else {
+        bail!("no linker input came of the order");
+    };
+    if !list.split_cold.is_empty() {
+        eprintln!(
+            "hottext: {} parts GCC split off as unlikely stay out of the hot range: {}",
+            list.split_cold.len(),
+            output::some_of(&list.split_cold, 8)
+        );
+    }
+    if list.kept.is_empty() {
+        bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
+    }
+    write_output(args.output.as_deref(), &written.bytes)?;
     if let Some(path) = &args.markers {
         let arch = binary
             .as_ref()
             .map_or_else(host_architecture, |b| b.architecture);
         let bytes = markers_object(arch).context("cannot build the markers object")?;
         std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    } else if format.needs_markers_object() {
-        output::warn("this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object");
+    } else if written.needs_markers {
+        output::warn(MARKERS_ADVICE);
     }
 
     summary.algorithm = Some(name);
@@ -272,58 +303,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--format lld-cgprofile`: the call edges among the functions the binary has (all of them
-/// without --binary), for lld to order by itself.
-fn write_cgprofile(args: &Args, graph: &Graph, at: Option<&Placement>) -> anyhow::Result<()> {
-    let keep = |f: FuncId| at.is_none_or(|at| at[f.index()].is_some());
-    // Written in memory first: a refused name must not leave a truncated file lld would take.
-    let mut text = Vec::new();
-    write_call_graph_profile(graph, keep, &mut text)?;
-    write_output(args.output.as_deref(), |out| out.write_all(&text))
-}
-
-/// Runs `write` on the file `path` (created), or on stdout without one.
-fn write_output(
-    path: Option<&Path>,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> anyhow::Result<()> {
+/// Writes `bytes` to the file `path` (created), or to stdout without one.
+fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     let Some(path) = path else {
-        return Ok(write(&mut std::io::stdout().lock())?);
+        let mut out = std::io::stdout().lock();
+        return Ok(out.write_all(bytes).and_then(|()| out.flush())?);
     };
-    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut out = BufWriter::new(file);
-    write(&mut out)
-        .and_then(|()| out.flush())
-        .with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// `--format ranges`: the binary's own hottest 2 MiB pages, for the LD_PRELOAD runtime.
-fn write_hot_ranges(
-    args: &Args,
-    graph: &Graph,
-    binary: Option<&Binary>,
-    at: Option<&Placement>,
-) -> anyhow::Result<Vec<Range>> {
-    let (Some(binary), Some(at)) = (binary, at) else {
-        bail!("--format ranges lists addresses of a binary: give --binary BIN");
-    };
-    let ranges = hot_ranges(graph, at, args.max_huge_pages);
-    // The preload library refuses a ranges file made for another build.
-    let build_id = binary.build_id_hex();
-    write_output(args.output.as_deref(), |out| {
-        write_ranges(build_id.as_deref(), &ranges, out)
-    })?;
-    let pages: u64 = ranges.iter().map(|(s, e)| (e.0 - s.0) / HUGE_PAGE).sum();
-    if !args.json {
-        eprintln!(
-            "hottext: {pages} hot 2 MiB pages in {} ranges",
-            ranges.len()
-        );
-    }
-    Ok(ranges
-        .into_iter()
-        .map(|(start, end)| Range { start, end })
-        .collect())
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The profile fitted to `binary` (see `pipeline::rematch`), after its build-id check, with
