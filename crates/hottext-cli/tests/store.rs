@@ -325,4 +325,41 @@ fn gc_keeps_every_object_the_meta_file_history_names() {
         list(&hottext_env(&["store", "ls", "--store", url], d, &[])),
         kept
     );
+
+    // A version of the meta file that cannot be read stops gc, dry run or not: what it names
+    // would look unreferenced. Nothing is deleted.
+    write(
+        &repo,
+        "svc.meta",
+        "hottext-meta v1\nobject: sha256:not-a-hash\n",
+    );
+    support::git(&repo, &["commit", "-q", "-am", "a damaged meta file"]);
+    write(d, "p3.profile", "# hottext profile v1\nfn later 1 1\n");
+    let put = hottext_env(&["store", "put", "p3.profile", "--store", url], d, &[]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    for dry in [true, false] {
+        let mut args = vec![
+            "store",
+            "gc",
+            "--store",
+            url,
+            "--repo",
+            "repo",
+            "--meta",
+            "svc.meta",
+            "--min-age-days",
+            "0",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        let gc = hottext_env(&args, d, &[]);
+        assert_eq!(gc.status.code(), Some(2), "dry run {dry}: {}", stderr(&gc));
+        assert!(stderr(&gc).contains("cannot be read"), "{}", stderr(&gc));
+        assert_eq!(
+            list(&hottext_env(&["store", "ls", "--store", url], d, &[])).len(),
+            3,
+            "gc deleted something"
+        );
+    }
 }

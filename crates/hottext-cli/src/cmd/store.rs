@@ -328,15 +328,19 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every object that any commit's version of `meta` names, on every branch.
+/// Every object that any commit's version of `meta` names, on every branch. A version that
+/// cannot be read stops gc: the object it names would otherwise look unreferenced and be deleted.
 fn hashes_in_history(repo: &Path, meta: &Path) -> anyhow::Result<HashSet<ObjectHash>> {
-    let git = |args: &[&str]| -> anyhow::Result<String> {
-        let out = std::process::Command::new("git")
+    let git = |args: &[&str]| -> anyhow::Result<std::process::Output> {
+        std::process::Command::new("git")
             .arg("-C")
             .arg(repo)
             .args(args)
             .output()
-            .context("cannot run git (apt-get install git)")?;
+            .context("cannot run git (apt-get install git)")
+    };
+    let stdout = |args: &[&str]| -> anyhow::Result<String> {
+        let out = git(args)?;
         if !out.status.success() {
             bail!(
                 "git {} failed: {}",
@@ -347,14 +351,25 @@ fn hashes_in_history(repo: &Path, meta: &Path) -> anyhow::Result<HashSet<ObjectH
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let path = meta.to_string_lossy();
-    let commits = git(&["log", "--all", "--format=%H", "--", &path])?;
+    let commits = stdout(&["log", "--all", "--format=%H", "--", &path])?;
     let mut found = HashSet::new();
     for commit in commits.lines() {
-        let Ok(text) = git(&["show", &format!("{commit}:{path}")]) else {
-            continue; // the commit deleted the file
-        };
-        if let Ok(m) = Meta::parse(&text, meta) {
-            found.insert(m.object);
+        let version = format!("{commit}:{path}");
+        // A commit that deleted the file has no version of it.
+        if !git(&["cat-file", "-e", &version])?.status.success() {
+            continue;
+        }
+        let text = stdout(&["show", &version])?;
+        match Meta::parse(&text, meta) {
+            Ok(m) => {
+                found.insert(m.object);
+            }
+            Err(e) => bail!(
+                "{} at commit {commit} cannot be read ({e}): gc stops, since the object that \
+                 version names would look unreferenced and be deleted; keep it with --keep HASH \
+                 once you know it, or rewrite that commit",
+                meta.display()
+            ),
         }
     }
     Ok(found)
