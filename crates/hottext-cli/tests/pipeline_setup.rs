@@ -85,6 +85,18 @@ fn the_load_command_runs_while_recording_and_its_end_ends_the_recording() {
         caught_enough(&out).map(|()| (load, out))
     });
     assert!(out.status.success(), "{}", stderr(&out));
+    // Without a terminal, the progress is one line a stage (what a cron or systemd log shows).
+    for stage in [
+        "recording for 60 s",
+        "reading perf.data",
+        "committing the profile",
+    ] {
+        assert!(
+            stderr(&out).contains(stage),
+            "no '{stage}' in {}",
+            stderr(&out)
+        );
+    }
     let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let seconds = report["seconds"].as_f64().unwrap();
     // Perf starts just after the load and stops within moments of its end, long before 60 s.

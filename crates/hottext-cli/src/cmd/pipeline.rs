@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use hottext::pipeline::config::Config;
-use hottext::pipeline::{run as run_pipeline, schedule, Report, RunOptions};
+use hottext::pipeline::{run as run_pipeline, schedule, Progress, Report, RunOptions};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::output;
 
@@ -128,7 +129,7 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         "hottext: pipeline {}: recording for {} s",
         config.service.name, config.record.seconds
     );
-    let report = run_pipeline(&config, &opts)?;
+    let report = run_pipeline(&config, &opts, &mut progress_display())?;
     if args.json {
         output::json(&report)?;
     } else {
@@ -208,4 +209,44 @@ fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         println!("{}", units.cron);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar on a terminal (recording, then reading perf.data), and a line at each change
+/// of stage everywhere, so that a log from cron or systemd shows where a run is.
+fn progress_display() -> impl FnMut(Progress) {
+    let bar = ProgressBar::new(0);
+    let mut stage = "recording";
+    move |p| {
+        let (now, done, total) = match p {
+            Progress::Recording { elapsed, total } => (
+                "recording",
+                elapsed.as_millis() as u64,
+                total.as_millis() as u64,
+            ),
+            Progress::Reading { done, total } => ("reading perf.data", done, total),
+            Progress::Finishing => {
+                bar.finish_and_clear();
+                eprintln!("hottext: merging, checking, storing and committing the profile");
+                return;
+            }
+        };
+        if now != stage {
+            stage = now;
+            // A hidden bar (no terminal) prints nothing, not even its println.
+            if bar.is_hidden() {
+                eprintln!("hottext: {now}");
+            } else {
+                bar.println(format!("hottext: {now}"));
+            }
+        }
+        if bar.length() != Some(total) {
+            bar.set_length(total);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} {bar:30} {percent}%")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_message(now);
+        }
+        bar.set_position(done);
+    }
 }

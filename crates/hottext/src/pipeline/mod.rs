@@ -81,6 +81,18 @@ pub struct RunOptions {
     pub lock_wait: Duration,
 }
 
+/// What a run is doing, for a progress display: a recording of the configured length says
+/// nothing for a minute otherwise.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// The service is being recorded: this long so far, of `total` (less if its load ends).
+    Recording { elapsed: Duration, total: Duration },
+    /// perf.data is being read: `done` of `total` bytes.
+    Reading { done: u64, total: u64 },
+    /// The profile is being merged, gated, stored and committed.
+    Finishing,
+}
+
 /// The previous profile and what became of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Previous {
@@ -121,8 +133,12 @@ pub struct Report {
 }
 
 /// One refresh; see the module docs. `Ok` with `passed == false` when the gate failed (nothing
-/// was changed).
-pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> {
+/// was changed). `progress` hears what the run is doing, several times a second.
+pub fn run(
+    config: &Config,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Report, PipelineError> {
     let repo = Repo::open(&config.repo.path, config.repo.author.as_deref())?;
     // The branch is what runs contend for, whichever services they profile.
     let lock_path = repo.common_dir()?.join(format!(
@@ -149,13 +165,18 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, PipelineError> 
         what: "cannot make a temporary directory".into(),
         source,
     })?;
-    let rec = service::record(config, tmp.path())?;
+    let rec = service::record(config, tmp.path(), &mut |elapsed, total| {
+        progress(Progress::Recording { elapsed, total })
+    })?;
     let binary = Binary::open(&rec.binary)?;
     let opts_read = profile::Options {
         pid: Some(rec.pid),
         ..Default::default()
     };
-    let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |_, _| {})?;
+    let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |done, total| {
+        progress(Progress::Reading { done, total })
+    })?;
+    progress(Progress::Finishing);
     let prints = fingerprints(&binary).map_err(|source| PipelineError::Io {
         what: format!("cannot read the code of {}", binary.path.display()),
         source,

@@ -29,14 +29,19 @@ pub struct Recording {
     pub outcome: Outcome,
 }
 
-/// Records the service for the configured time into `dir/perf.data`.
-pub fn record(config: &Config, dir: &Path) -> Result<Recording, PipelineError> {
+/// Records the service for the configured time into `dir/perf.data`; `progress` hears the time
+/// recorded so far and the configured length, every [`TICK`].
+pub fn record(
+    config: &Config,
+    dir: &Path,
+    progress: &mut dyn FnMut(Duration, Duration),
+) -> Result<Recording, PipelineError> {
     let service = &config.service;
     let mut started = match &service.command {
         Some(cmd) => Some(Started::spawn(cmd, service.startup_seconds, &config.base)?),
         None => None,
     };
-    let result = record_running(config, dir, started.as_mut());
+    let result = record_running(config, dir, started.as_mut(), progress);
     if let Some(s) = started {
         s.stop();
     }
@@ -47,6 +52,7 @@ fn record_running(
     config: &Config,
     dir: &Path,
     started: Option<&mut Started>,
+    progress: &mut dyn FnMut(Duration, Duration),
 ) -> Result<Recording, PipelineError> {
     let service = &config.service;
     let pid = match (
@@ -92,10 +98,12 @@ fn record_running(
     };
     let start = SystemTime::now();
     let mut session = Session::start(&plan)?;
+    let total = Duration::from_secs_f64(config.record.seconds);
     let outcome = loop {
         if let Some(outcome) = session.poll()? {
             break outcome;
         }
+        progress(session.elapsed(), total);
         let load_done = load
             .as_mut()
             .is_some_and(|l| l.try_wait().ok().flatten().is_some());
