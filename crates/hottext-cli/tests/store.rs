@@ -301,22 +301,14 @@ fn gc_keeps_every_object_the_meta_file_history_names() {
         }
     }
     support::git(&repo, &["checkout", "-q", "--", "svc.meta"]);
-    let gc = hottext_env(
-        &[
-            "store",
-            "gc",
-            "--store",
-            url,
-            "--repo",
-            "repo",
-            "--meta",
-            "svc.meta",
-            "--min-age-days",
-            "0",
-        ],
-        d,
-        &[],
-    );
+    // gc by the history of repo/svc.meta, with `extra` options.
+    let gc_by_history = |extra: &[&str]| {
+        let mut args = vec!["store", "gc", "--store", url, "--repo", "repo"];
+        args.extend_from_slice(&["--meta", "svc.meta", "--min-age-days", "0"]);
+        args.extend_from_slice(extra);
+        hottext_env(&args, d, &[])
+    };
+    let gc = gc_by_history(&[]);
     assert!(gc.status.success(), "{}", stderr(&gc));
     assert_eq!(stdout(&gc).trim(), format!("deleted {}", hashes[2]));
     let mut kept = vec![hashes[0].to_string(), hashes[1].to_string()];
@@ -337,23 +329,9 @@ fn gc_keeps_every_object_the_meta_file_history_names() {
     write(d, "p3.profile", "# hottext profile v1\nfn later 1 1\n");
     let put = hottext_env(&["store", "put", "p3.profile", "--store", url], d, &[]);
     assert!(put.status.success(), "{}", stderr(&put));
-    for dry in [true, false] {
-        let mut args = vec![
-            "store",
-            "gc",
-            "--store",
-            url,
-            "--repo",
-            "repo",
-            "--meta",
-            "svc.meta",
-            "--min-age-days",
-            "0",
-        ];
-        if dry {
-            args.push("--dry-run");
-        }
-        let gc = hottext_env(&args, d, &[]);
+    for extra in [&["--dry-run"][..], &[]] {
+        let dry = !extra.is_empty();
+        let gc = gc_by_history(extra);
         assert_eq!(gc.status.code(), Some(2), "dry run {dry}: {}", stderr(&gc));
         assert!(stderr(&gc).contains("cannot be read"), "{}", stderr(&gc));
         assert_eq!(
