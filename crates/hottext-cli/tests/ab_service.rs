@@ -118,6 +118,9 @@ fn service_form_starts_measures_and_stops_servers() {
     // The server's own CPU time, from /proc: serving 60 requests takes some.
     let cpu = row(&report, "server-cpu-time");
     assert!(f(&cpu["comparison"]["median_a"]) > 0.0, "{cpu:#}");
+    // Whose resolution the report states (clock ticks: 10 ms on Linux's usual USER_HZ).
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("clock ticks: 10 ms resolution"), "{notes}");
     // The load's duration, counted on the server's CPU.
     assert!(f(&row(&report, "wall-time")["comparison"]["median_b"]) > 0.0);
     let last_cpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64 - 1;

@@ -276,7 +276,8 @@ pub fn with_unit(label: &str, unit: &str) -> String {
     }
 }
 
-/// A figure for people: big counts with thousands separators, small ones with 3–4 digits.
+/// A figure for people: big counts with thousands separators, small ones with up to 3–4
+/// decimals and no trailing zeros (the median of two counts, 29.5, is not "29.500").
 pub fn number(v: f64) -> String {
     let a = v.abs();
     if a >= 1e4 {
@@ -293,10 +294,13 @@ pub fn number(v: f64) -> String {
         format!("{v:.0}")
     } else if a >= 100.0 {
         format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.3}")
     } else {
-        format!("{v:.4}")
+        let text = if a >= 1.0 {
+            format!("{v:.3}")
+        } else {
+            format!("{v:.4}")
+        };
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -310,7 +314,9 @@ mod tests {
         assert_eq!(number(12345.4), "12,345");
         assert_eq!(number(165.0), "165");
         assert_eq!(number(165.25), "165.2");
-        assert_eq!(number(1.38), "1.380");
+        assert_eq!(number(1.38), "1.38");
+        assert_eq!(number(29.5), "29.5");
+        assert_eq!(number(0.5), "0.5");
         assert_eq!(number(0.05234), "0.0523");
         assert_eq!(number(0.0), "0");
     }

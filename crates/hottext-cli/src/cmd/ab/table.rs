@@ -23,7 +23,8 @@ pub(super) fn print_report(r: &Report) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "B/A: median of per-round ratios; 95 % interval: ratios ranked {} and {} of {} ({:.1} % coverage)\n",
+        "B/A: the median of the per-round ratios, so it can be below 1 while B's median is higher\n\
+         (and the other way round); 95 % interval: ratios ranked {} and {} of {} ({:.1} % coverage)\n",
         r.interval_ranks.0,
         r.interval_ranks.1,
         r.runs,

@@ -4,9 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{Row, RunRecord, FREQUENCY_DRIFT, INSTRUCTIONS_TOLERANCE, NOISY_HALF_WIDTH};
+use super::{
+    Row, RunRecord, FREQUENCY_DRIFT, INSTRUCTIONS_TOLERANCE, NOISY_HALF_WIDTH, SERVER_CPU_TIME,
+};
 use crate::measure::events::{Counter, EventPlan};
 use crate::measure::stats::Better;
+use crate::os::proc::clock_ticks_per_second;
 
 /// Adds the warnings and notes about `rows`, computed from the `measured` runs.
 pub(super) fn check(
@@ -112,6 +115,13 @@ pub(super) fn check(
                 ));
             }
         }
+    }
+    if rows.iter().any(|r| r.key == SERVER_CPU_TIME) {
+        notes.push(format!(
+            "server CPU time is read from /proc in clock ticks: {:.0} ms resolution, so \
+             differences below that are rounding",
+            1000.0 / clock_ticks_per_second()
+        ));
     }
     let killed = measured.iter().filter(|r| r.server_killed).count();
     if killed > 0 {
