@@ -65,7 +65,7 @@ step "relink and verify"
 for l in $linkers; do
     case $l in
         gold) extra="$build/markers.o -Wl,--section-ordering-file=$build/hot.gold-order" ;;
-        lld) extra="$build/markers.o -Wl,--symbol-ordering-file=$build/hot.lld-order" ;;
+        lld) extra="$build/markers.o -Wl,--symbol-ordering-file=$build/hot.lld-order -Wl,--no-warn-symbol-ordering" ;;
         *) extra="-Wl,-T,$build/hot.ld" ;;
     esac
     demo_make link LINKER="$l" OUT="$build/hot-$l" LDEXTRA="$extra" >/dev/null

@@ -126,6 +126,59 @@ fn lld_with_symbol_ordering_file() {
     );
 }
 
+/// A hot static function named like a libc export: lld orders it, but warns that it cannot order
+/// libc's `advance` too.
+const NAMESAKE_PROGRAM: &str = r#"
+#include <stdio.h>
+__attribute__((noinline)) static int advance(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int work(int x) { return advance(x) ^ x; }
+int main(int argc, char **argv) {
+    (void)argv;
+    long s = 0;
+    for (int i = 0; i < 1000; i++) s += work(i + argc);
+    printf("%ld\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn the_readmes_lld_line_links_a_libc_namesake_quietly_and_still_orders_it() {
+    let dir = program_and_profile(
+        NAMESAKE_PROGRAM,
+        "# hottext profile v1\nfn main 64 10\nfn work 32 50\nfn advance 16 40\n\
+         call main work 50\ncall work advance 40\n",
+    );
+    let d = dir.path();
+    order(d, "lld-order", "order.txt", &[]);
+    let quiet = "-Wl,--no-warn-symbol-ordering";
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("-Wl,--symbol-ordering-file=order.txt {quiet}")),
+        "the README's lld line lacks {quiet}"
+    );
+    let link = |extra: &[&str]| {
+        let mut args = vec!["p.o", "markers.o", "-B", lld_dir(), "-fuse-ld=lld"];
+        args.extend_from_slice(&["-Wl,--symbol-ordering-file=order.txt", "-o", "out"]);
+        args.extend_from_slice(extra);
+        run("gcc", &args, d)
+    };
+    // The case is real: without the flag lld warns.
+    assert!(
+        stderr(&link(&[])).contains("unable to order shared symbol: advance"),
+        "lld no longer warns here; the test's program does not reproduce the case"
+    );
+    let out = link(&[quiet]);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let bin = Binary::open(&d.join("out")).unwrap();
+    let (start, end) = bin.hot_range().unwrap();
+    let advance = bin.symbol("advance").unwrap();
+    assert!(
+        start <= advance && advance < end,
+        "advance is outside the hot range"
+    );
+}
+
 #[test]
 fn gold_with_section_ordering_file() {
     let dir = setup();

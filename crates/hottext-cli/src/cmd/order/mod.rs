@@ -30,9 +30,10 @@ use crate::output;
 ///
 /// Formats: `list` (one symbol a line), `ld-script` (GNU ld or lld: -Wl,-T,FILE; defines
 /// __hot_start/__hot_end and aligns them itself), `gold-order` (gold:
-/// -Wl,--section-ordering-file=FILE), `lld-order` (lld: -Wl,--symbol-ordering-file=FILE). The
-/// two order-file formats cannot define the markers: add `--markers hot_markers.o` and link that
-/// object too. `ranges` needs --binary and writes no linker input: it lists the hottest 2 MiB
+/// -Wl,--section-ordering-file=FILE), `lld-order` (lld: -Wl,--symbol-ordering-file=FILE
+/// -Wl,--no-warn-symbol-ordering, which quiets lld's harmless warning about a name a shared
+/// library exports too). The two order-file formats cannot define the markers: add
+/// `--markers hot_markers.o` and link that object too. `ranges` needs --binary and writes no linker input: it lists the hottest 2 MiB
 /// aligned address ranges of the binary as it is (`0xSTART 0xEND` a line), for the runtime's
 /// LD_PRELOAD library (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
 /// `lld-cgprofile` writes the call edges for lld to order by itself.
