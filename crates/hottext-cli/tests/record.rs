@@ -61,6 +61,34 @@ fn record_runs_a_command_and_says_how() {
 }
 
 #[test]
+fn record_runs_a_command_pinned_to_the_cpu_it_samples() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    let prog = build(dir.path(), "prog", &[]);
+    let cpu = hottext::os::cpus::own().unwrap().iter().last().unwrap();
+    let cpu_arg = cpu.to_string();
+    record_until_enough(WORK_SECONDS, |seconds| {
+        // The command says where it may run, then works.
+        let script = format!("taskset -cp $$ && ./prog {seconds}");
+        let args = ["record", "--cpu", &cpu_arg, "-o", "pinned.data", "--"];
+        let out = hottext(&[&args[..], &["sh", "-c", &script]].concat(), dir.path());
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("CPU-wide events on CPU {cpu} ")),
+            "{err}"
+        );
+        assert!(err.contains(&format!("-- taskset -c {cpu} sh -c")), "{err}");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            said.contains(&format!("current affinity list: {cpu}\n")),
+            "the command was not pinned: {said}"
+        );
+        enough_samples(dir.path(), &dir.path().join("pinned.data"), &prog, &[])
+    });
+}
+
+#[test]
 fn record_pins_a_running_process_and_gives_its_affinity_back() {
     require_perf();
     let dir = TempDir::new().unwrap();

@@ -27,7 +27,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// Chooses what this machine supports and says why: branch records of calls (LBR) when the PMU
 /// has them, else call stacks by frame pointers; the hardware cycle counter, else the software
 /// clock; and, to keep the cost to the program small, CPU-wide sampling of the CPUs it runs on
-/// rather than per-process events (--cpu N pins a --pid process to CPU N while recording).
+/// rather than per-process events: --cpu N pins a --pid process to CPU N while recording, or
+/// runs a command pinned to CPU N (under `taskset -c N`), and samples only that CPU. Without
+/// --cpu, a command is sampled on every CPU hottext may use: every process there is recorded.
 /// Prints the perf command line it ran, and what perf cost.
 ///
 /// With --pid, records for --duration seconds, or until Ctrl-C or the process exits; with a
@@ -39,6 +41,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// Examples:
 ///   hottext record -o perf.data -- ./server --port 8080
 ///   hottext record --pid 4242 --duration 30 --cpu 3
+///   hottext record --cpu 1 -o perf.data -- ./bench --iterations 100
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -51,8 +54,9 @@ pub struct Args {
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Pin the --pid process to this CPU while recording and sample only that CPU (its
-    /// affinity is given back afterwards, unless hottext is killed with SIGKILL).
+    /// Pin the --pid process to this CPU while recording (its affinity is given back
+    /// afterwards, unless hottext is killed with SIGKILL), or run the command pinned to it;
+    /// either way sample only that CPU.
     #[arg(long, value_name = "N")]
     cpu: Option<u32>,
     /// Samples per second per CPU (capped by kernel.perf_event_max_sample_rate).

@@ -89,8 +89,6 @@ pub enum RecordError {
     Affinity { pid: Pid, source: io::Error },
     #[error("CPU {cpu} is not online (online: {online})")]
     CpuOffline { cpu: u32, online: CpuSet },
-    #[error("pinning to a CPU works on a running process (--pid); run a command under `taskset -c N` instead")]
-    PinNeedsPid,
     #[error("cannot pin process {pid} to CPU {cpu}: {source}")]
     Pin {
         pid: Pid,

@@ -67,9 +67,6 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
     }
 
     if let Some(cpu) = req.pin_cpu {
-        if !matches!(req.target, Target::Pid(_)) {
-            return Err(RecordError::PinNeedsPid);
-        }
         if !machine.online.contains(cpu) {
             return Err(RecordError::CpuOffline {
                 cpu,
@@ -98,13 +95,22 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         ));
         Scope::Process
     } else {
-        let why = match req.pin_cpu {
-            Some(cpu) => format!("pinned to CPU {cpu} while recording"),
-            None if runs_on.len() == 1 => "the program is pinned to it".into(),
-            None => "the CPUs the program may run on".into(),
+        let why = match (req.pin_cpu, &req.target) {
+            (Some(cpu), Target::Pid(_)) => format!("pinned to CPU {cpu} while recording"),
+            (Some(cpu), Target::Command(_)) => {
+                format!("the command runs pinned to it: taskset -c {cpu}")
+            }
+            (None, _) if runs_on.len() == 1 => "the program is pinned to it".into(),
+            (None, Target::Pid(_)) => "the CPUs the program may run on".into(),
+            // What the command does with its affinity (a taskset of its own) is not known here.
+            (None, Target::Command(_)) => {
+                "the CPUs hottext may run on, and so the command unless it pins itself; \
+                 --cpu N runs it pinned to CPU N and records only that CPU"
+                    .into()
+            }
         };
         reasons.push(format!(
-            "CPU-wide events on CPU {runs_on} ({why}): cheaper than per-process events at context switches"
+            "CPU-wide events on CPU {runs_on} ({why}): every process on them is recorded (`hottext profile` keeps the binary's samples), which costs less than per-process events at context switches"
         ));
         Scope::Cpus(runs_on)
     };
@@ -155,6 +161,11 @@ impl Plan {
         match (&self.target, self.duration) {
             (Target::Command(cmd), _) => {
                 args.push("--".into());
+                // perf starts the command: pinned, it runs on the one CPU that is sampled
+                // while perf itself stays free to run elsewhere.
+                if let Some(cpu) = self.pin_cpu {
+                    args.extend(["taskset".into(), "-c".into(), cpu.to_string().into()]);
+                }
                 args.extend(cmd.iter().cloned());
             }
             // perf times the recording itself: it starts `sleep` once its events are set up,
@@ -281,12 +292,27 @@ mod tests {
             plan(&r, &m, &m.online),
             Err(RecordError::CpuOffline { cpu: 9, .. })
         ));
-        let mut c = request(Target::Command(vec!["x".into()]));
+        // A command runs pinned under taskset; only its CPU is sampled.
+        let mut c = request(Target::Command(vec!["./prog".into(), "a b".into()]));
         c.pin_cpu = Some(1);
-        assert!(matches!(
-            plan(&c, &m, &m.online),
-            Err(RecordError::PinNeedsPid)
-        ));
+        let p = plan(&c, &m, &m.online).unwrap();
+        assert_eq!(p.scope, Scope::Cpus(CpuSet::one(1)));
+        assert!(
+            args(&p).ends_with(" -a -C 1 -- taskset -c 1 ./prog 'a b'"),
+            "{}",
+            args(&p)
+        );
+        assert!(p.reasons.iter().any(|r| r.contains("taskset -c 1")));
+        // Unpinned, the reason says what a CPU-wide recording of a command takes in.
+        c.pin_cpu = None;
+        let p = plan(&c, &m, &m.online).unwrap();
+        assert!(
+            p.reasons
+                .iter()
+                .any(|r| r.contains("every process on them is recorded") && r.contains("--cpu N")),
+            "{:?}",
+            p.reasons
+        );
     }
 
     #[test]
