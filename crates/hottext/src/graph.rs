@@ -179,7 +179,7 @@ impl Graph {
     /// to its last byte.
     pub fn jumps(&self) -> Vec<Jump> {
         let last_byte = |f: FuncId| self.funcs[f.index()].size.max(1) - 1;
-        let mut sited: foldhash::HashMap<(FuncId, FuncId), u64> = Default::default();
+        let mut sited: HashMap<(FuncId, FuncId), u64> = Default::default();
         let mut jumps = Vec::with_capacity(self.calls.len() + self.sites.len());
         for s in &self.sites {
             *sited.entry((s.caller, s.callee)).or_default() += s.weight;

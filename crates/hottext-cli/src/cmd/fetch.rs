@@ -8,12 +8,12 @@ use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::layout::{auto, Params};
-use hottext::link::{self, markers_object, ScriptPlacement, Target, UnsafeNames, MARKERS_ADVICE};
+use hottext::link::{self, ScriptPlacement, Target, UnsafeNames};
 use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
 
-use super::FormatArg;
+use super::{write_markers, FormatArg};
 use crate::output;
 
 /// Fetch the profile a meta file names, check it, order it for BIN, write the linker input
@@ -160,16 +160,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             output::some_of(&quoted, 8)
         ));
     }
-    let text = &written.bytes;
-    write_atomic(&args.output, text)
+    write_atomic(&args.output, &written.bytes)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
-    if let Some(path) = &args.markers {
-        let bytes =
-            markers_object(binary.architecture).context("cannot build the markers object")?;
-        write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    } else if written.needs_markers {
-        output::warn(MARKERS_ADVICE);
-    }
+    write_markers(
+        args.markers.as_deref(),
+        Some(&binary),
+        written.needs_markers,
+    )?;
 
     let summary = Summary {
         optimised: fetched.is_some(),

@@ -11,7 +11,14 @@ pub mod stat;
 pub mod store;
 pub mod verify;
 
-use hottext::link::Format;
+use std::path::Path;
+
+use anyhow::Context;
+use hottext::binary::Binary;
+use hottext::link::{host_architecture, markers_object, Format, MARKERS_ADVICE};
+use hottext::os::files::write_atomic;
+
+use crate::output;
 
 /// `--format` of the verbs that write an order (`order`, `fetch`).
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -49,4 +56,23 @@ impl FormatArg {
 /// `--pid`: a process id, which is positive.
 pub fn pid_arg() -> clap::builder::RangedI64ValueParser<hottext::os::proc::Pid> {
     clap::value_parser!(hottext::os::proc::Pid).range(1..)
+}
+
+/// `--markers FILE` of `order` and `fetch`: writes the markers object for `binary`'s architecture
+/// (this machine's without one), or, when the linker input `needs` it and none was asked for,
+/// says so.
+pub fn write_markers(
+    path: Option<&Path>,
+    binary: Option<&Binary>,
+    needs: bool,
+) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        if needs {
+            output::warn(MARKERS_ADVICE);
+        }
+        return Ok(());
+    };
+    let arch = binary.map_or_else(host_architecture, |b| b.architecture);
+    let bytes = markers_object(arch).context("cannot build the markers object")?;
+    write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -13,17 +13,14 @@ use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto;
 use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
 use hottext::layout::{order, Algorithm, Params};
-use hottext::link::{
-    self, host_architecture, markers_object, Alignment, EmitError, ScriptPlacement, Target,
-    UnsafeNames, MARKERS_ADVICE,
-};
+use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeNames};
 use hottext::pipeline::rematch::{rematch, Matched};
 
 mod report;
 
 use report::{print_summary, Range, Summary};
 
-use super::FormatArg;
+use super::{write_markers, FormatArg};
 use crate::output;
 
 /// Order the functions of a profile and write the input a linker needs
@@ -33,9 +30,10 @@ use crate::output;
 /// -Wl,--section-ordering-file=FILE), `lld-order` (lld: -Wl,--symbol-ordering-file=FILE
 /// -Wl,--no-warn-symbol-ordering, which quiets lld's harmless warning about a name a shared
 /// library exports too). The two order-file formats cannot define the markers: add
-/// `--markers hot_markers.o` and link that object too. `ranges` needs --binary and writes no linker input: it lists the hottest 2 MiB
-/// aligned address ranges of the binary as it is (`0xSTART 0xEND` a line), for the runtime's
-/// LD_PRELOAD library (HOTTEXT_RANGES_FILE) on binaries that cannot be relinked.
+/// `--markers hot_markers.o` and link that object too. `ranges` needs --binary and writes no
+/// linker input: it lists the hottest 2 MiB aligned address ranges of the binary as it is
+/// (`0xSTART 0xEND` a line), for the runtime's LD_PRELOAD library (HOTTEXT_RANGES_FILE) on
+/// binaries that cannot be relinked.
 /// `lld-cgprofile` writes the call edges for lld to order by itself.
 ///
 /// With --binary, the profile is fitted to the binary as `hottext fetch` fits it: functions are
@@ -277,15 +275,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
     }
     write_output(args.output.as_deref(), &written.bytes)?;
-    if let Some(path) = &args.markers {
-        let arch = binary
-            .as_ref()
-            .map_or_else(host_architecture, |b| b.architecture);
-        let bytes = markers_object(arch).context("cannot build the markers object")?;
-        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    } else if written.needs_markers {
-        output::warn(MARKERS_ADVICE);
-    }
+    write_markers(
+        args.markers.as_deref(),
+        binary.as_ref(),
+        written.needs_markers,
+    )?;
 
     summary.algorithm = Some(name);
     summary.candidates = candidates;
