@@ -9,8 +9,21 @@ use std::path::Path;
 pub const TEMP_PREFIX: &str = ".hottext-tmp-";
 
 /// Temporary file beside `path`, fsync, rename over `path`, fsync the directory (the rename is
-/// durable only then).
+/// durable only then). `path` must be a regular file or a link, or not exist: renaming over
+/// `/dev/null` or a FIFO would replace the device itself (as root, `-o /dev/null` would).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let kind = meta.file_type();
+        if !kind.is_file() && !kind.is_symlink() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not a regular file (a device, FIFO or directory); give a file path",
+                    path.display()
+                ),
+            ));
+        }
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -40,5 +53,16 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["f"]);
+    }
+
+    #[test]
+    fn a_device_or_directory_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_atomic(dir.path(), b"x").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert!(dir.path().is_dir());
+        let err = write_atomic(Path::new("/dev/null"), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(!Path::new("/dev/null").is_file(), "/dev/null was replaced");
     }
 }
