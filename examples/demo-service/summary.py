@@ -111,6 +111,10 @@ def main():
                 before = fmt.format(cur[key]) if key in cur else "-"
                 rows.append([label, before, fmt.format(new[key])])
         table(["figure", "current", algorithm], rows)
+        hot = order.get("hot")
+        if hot:
+            print(f"  hot range: {hot['functions']:,} functions, {hot['bytes'] / 2**20:.1f} MiB of code "
+                  f"(those with samples and those that only call them; verify --binary counts the same)")
 
     verify = load(build / "verify-huge.json")
     if verify is not None:

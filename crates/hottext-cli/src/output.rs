@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// The version of the JSON documents' shape, in every document as `schema`. Raise it when a
 /// field is renamed or removed or changes its meaning; adding a field does not raise it.
-pub const SCHEMA: u32 = 1;
+pub const SCHEMA: u32 = 2;
 
 /// Set once a JSON document is on stdout: a run prints at most one.
 static JSON_PRINTED: AtomicBool = AtomicBool::new(false);

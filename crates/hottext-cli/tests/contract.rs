@@ -122,7 +122,7 @@ fn every_option_and_argument_has_a_help_line() {
 fn document(out: &Output) -> serde_json::Value {
     let doc: serde_json::Value = serde_json::from_str(&stdout(out))
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}", stdout(out)));
-    assert_eq!(doc["schema"], 1, "{doc}");
+    assert_eq!(doc["schema"], 2, "{doc}");
     doc
 }
 

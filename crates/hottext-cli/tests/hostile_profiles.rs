@@ -105,7 +105,7 @@ fn an_alias_the_binary_lacks_never_reaches_the_linker() {
 fn huge_sizes_in_a_profile_neither_loop_nor_wrap() {
     // A terabyte function once made `order` walk 2^28 pages and 3.3 GB: now the layout figures
     // take no time whatever the sizes. Sizes no function can have are refused with their line;
-    // two near-2^64 sizes once wrapped `hot_bytes` to 9.
+    // two near-2^64 sizes once wrapped `sampled_bytes` to 9.
     let dir = tempfile::tempdir().unwrap();
     let big = "# hottext profile v2\nfn a 4294967296 5\nfn b 4294967296 5\nfn c 10 5\n\
                call a b 3\nsite a b 4294967000 3\ncall b c 2\n";
@@ -122,7 +122,7 @@ fn huge_sizes_in_a_profile_neither_loop_nor_wrap() {
         started.elapsed()
     );
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json["ordered"]["hot_bytes"], 2 * 4294967296u64 + 10);
+    assert_eq!(json["ordered"]["sampled_bytes"], 2 * 4294967296u64 + 10);
 
     write(
         dir.path(),

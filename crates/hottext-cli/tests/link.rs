@@ -266,6 +266,12 @@ fn two_static_functions_of_one_name_are_placed_individually() {
         !inside("g;b.c"),
         "b.c's g was pulled into the hot range by its name"
     );
+    // verify counts what the range holds: the two listed functions, not b.c's namesake.
+    let verified = common::json(&hottext(
+        &["verify", "--binary", "out", "--json"],
+        dir.path(),
+    ));
+    assert_eq!(verified["hot"]["functions"], 2, "{verified}");
 }
 
 #[test]

@@ -68,7 +68,7 @@ fn store_suite(backend: &Backend) {
         (b.to_string(), PROFILE_B.len()),
     ];
     expected.sort();
-    assert_eq!(listed["schema"], 1, "{listed}");
+    assert_eq!(listed["schema"], 2, "{listed}");
     let got: Vec<(String, usize)> = listed["objects"]
         .as_array()
         .unwrap()

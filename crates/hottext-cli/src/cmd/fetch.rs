@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::layout::{auto, Params};
-use hottext::link::{self, ScriptPlacement, Target, UnsafeNames};
+use hottext::link::{self, HotText, ScriptPlacement, Target, UnsafeNames};
 use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
@@ -85,7 +85,8 @@ struct Summary<'a> {
     problem: Option<String>,
     #[serde(flatten)]
     fetched: Option<hottext::pipeline::fetch::FetchSummary<'a>>,
-    functions_ordered: usize,
+    /// The hot functions the linker input lists and their bytes (`link::HotText`).
+    hot: HotText,
     output: &'a PathBuf,
 }
 
@@ -150,7 +151,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             unsafe_names: UnsafeNames::LeaveOut,
         },
     )?;
-    let listed = written.hot.as_ref().map_or(0, |list| list.kept.len());
+    let hot = written
+        .hot
+        .as_ref()
+        .map_or(HotText::default(), |list| list.hot_text(graph));
     if let Some(list) = written.hot.as_ref().filter(|l| !l.unsafe_names.is_empty()) {
         // Quoted and escaped: a name from a store must not drive the build log's terminal.
         let quoted: Vec<String> = list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
@@ -172,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         optimised: fetched.is_some(),
         problem,
         fetched: fetched.as_ref().map(|f| f.summary()),
-        functions_ordered: listed,
+        hot,
         output: &args.output,
     };
     if args.json {
@@ -196,9 +200,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             f.unmatched
         );
         println!(
-            "wrote {} ({} functions in order)",
+            "wrote {} ({} hot functions, {})",
             args.output.display(),
-            summary.functions_ordered
+            summary.hot.functions,
+            output::bytes(summary.hot.bytes)
         );
     }
     Ok(ExitCode::SUCCESS)

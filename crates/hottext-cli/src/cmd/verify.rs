@@ -56,7 +56,7 @@ fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode>
     if json {
         output::json(&report)?;
     } else if let (Some(start), Some(end)) = (report.start, report.end) {
-        println!("hot text    {}", report.binary);
+        println!("binary      {}", report.binary);
         println!(
             "range       [{start:#x}, {end:#x})  {}",
             output::bytes(report.size)
@@ -73,7 +73,11 @@ fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode>
             "file offset not 2 MiB aligned: the runtime will copy to anonymous huge pages"
         };
         println!("file        {mapping}");
-        println!("functions   {} inside", report.functions_inside);
+        println!(
+            "hot text    {} functions, {} of code",
+            report.hot.functions,
+            output::bytes(report.hot.bytes)
+        );
         println!("2 MiB pages {}", report.huge_pages);
     }
     verdict(report.passed(), json, &report.problems)

@@ -40,11 +40,12 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Metrics {
-    /// Functions with at least one sample, and their total size.
-    pub hot_functions: u64,
-    pub hot_bytes: u64,
+    /// Functions with samples of their own, and their total size. The hot range holds more: the
+    /// functions that only call these ([`crate::link::HotText`] counts those).
+    pub sampled_functions: u64,
+    pub sampled_bytes: u64,
     /// From the first byte of the lowest sampled function to the last byte of the highest.
-    pub hot_span_bytes: u64,
+    pub sampled_span_bytes: u64,
     /// Fewest 4 KiB / 2 MiB pages that hold 99 % of the samples.
     pub pages_4k_99: u64,
     pub pages_2m_99: u64,
@@ -66,13 +67,13 @@ pub struct Metrics {
 const ICACHE: (u64, usize, u64) = (32 * 1024, 8, 64);
 
 pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
-    let mut hot_functions = 0;
-    let mut hot_bytes = 0;
+    let mut sampled_functions = 0;
+    let mut sampled_bytes = 0;
     let (mut lo, mut hi) = (u64::MAX, 0);
     for (f, start) in graph.funcs().iter().zip(at) {
         if let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) {
-            hot_functions += 1;
-            hot_bytes = f.size.saturating_add(hot_bytes);
+            sampled_functions += 1;
+            sampled_bytes = f.size.saturating_add(sampled_bytes);
             lo = lo.min(start);
             hi = hi.max(start.saturating_add(f.size));
         }
@@ -104,9 +105,9 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     };
 
     Metrics {
-        hot_functions,
-        hot_bytes,
-        hot_span_bytes: hi.saturating_sub(lo),
+        sampled_functions,
+        sampled_bytes,
+        sampled_span_bytes: hi.saturating_sub(lo),
         pages_4k_99: pages_for_99(graph, at, 4096),
         pages_2m_99: pages_for_99(graph, at, HUGE_PAGE),
         calls_within_64b: share(d64),

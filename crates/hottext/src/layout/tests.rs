@@ -237,9 +237,9 @@ fn orders_are_deterministic_and_complete() {
 fn metrics_count_pages_and_call_shares() {
     let g = figure2();
     let m = measure(&g, &place_in_order(&g, &ids([0, 1, 2, 3]), 1));
-    assert_eq!(m.hot_functions, 3);
-    assert_eq!(m.hot_bytes, 300);
-    assert_eq!(m.hot_span_bytes, 300); // B starts at 100, D ends at 400
+    assert_eq!(m.sampled_functions, 3);
+    assert_eq!(m.sampled_bytes, 300);
+    assert_eq!(m.sampled_span_bytes, 300); // B starts at 100, D ends at 400
     assert_eq!(m.pages_4k_99, 1);
     assert_eq!(m.pages_2m_99, 1);
     // A->C jumps 150 bytes; every other call jumps 50.

@@ -9,8 +9,34 @@
 //! Functions a binary lacks never get here: with a binary the graph is first rematched to it
 //! (`pipeline::rematch`), which keeps only what the binary has, under the binary's names.
 
+use serde::Serialize;
+
 use super::{check_entries, is_split_cold_part, EmitError, Entry, Format};
 use crate::graph::{FuncId, Graph};
+
+/// What a hot range holds, counted one way wherever hottext reports it (`order`, `fetch`,
+/// `verify --binary` and their JSON). A **hot function** is one placed in the hot range: every
+/// function the linker input lists, whether it has samples of its own or only calls code that
+/// has (its call instructions run as often as their callees). Its **hot bytes** are its own
+/// size; the padding between functions is not code, and the range's size shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct HotText {
+    pub functions: u64,
+    pub bytes: u64,
+}
+
+impl HotText {
+    /// The figures of functions of these sizes.
+    pub fn of_sizes(sizes: impl IntoIterator<Item = u64>) -> HotText {
+        sizes
+            .into_iter()
+            .fold(HotText::default(), |t, size| HotText {
+                functions: t.functions + 1,
+                // A profile may claim any size: saturate rather than wrap.
+                bytes: t.bytes.saturating_add(size),
+            })
+    }
+}
 
 /// What to do with a name the linker input cannot carry safely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +59,13 @@ pub struct HotList<'g> {
     pub split_cold: Vec<&'g str>,
     /// Names the format cannot carry safely (only with [`UnsafeNames::LeaveOut`]).
     pub unsafe_names: Vec<&'g str>,
+}
+
+impl HotList<'_> {
+    /// The hot range this list asks the linker for, by the sizes in `graph`.
+    pub fn hot_text(&self, graph: &Graph) -> HotText {
+        HotText::of_sizes(self.kept.iter().map(|&f| graph.funcs()[f].size))
+    }
 }
 
 /// The functions of `order` that `format` will list.
@@ -98,6 +131,8 @@ mod tests {
         let names: Vec<&str> = list.entries.iter().map(|e| e.name).collect();
         assert_eq!(names, ["g", "main"]);
         assert_eq!(list.split_cold, ["f.cold", "h.cold.2"]);
+        let hot = list.hot_text(&g);
+        assert_eq!((hot.functions, hot.bytes), (2, 32));
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod markers;
 mod ranges;
 
 pub use call_graph_profile::write_call_graph_profile;
-pub use hot_list::{hot_list, HotList, UnsafeNames};
+pub use hot_list::{hot_list, HotList, HotText, UnsafeNames};
 pub use input::{write, Target, Written, MARKERS_ADVICE};
 pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::{host_architecture, markers_object};

@@ -32,7 +32,7 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
     let _ = writeln!(
         m,
         "coverage  {} functions with samples; {} of them hold 99% of the samples",
-        r.hot_functions, r.functions_for_99_percent
+        r.sampled_functions, r.functions_for_99_percent
     );
     match &r.previous {
         None => {

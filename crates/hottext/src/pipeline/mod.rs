@@ -118,7 +118,7 @@ pub struct Report {
     pub window_end: String,
     pub seconds: f64,
     /// Functions with samples in this run, and how many of them hold 99% of the samples.
-    pub hot_functions: usize,
+    pub sampled_functions: usize,
     pub functions_for_99_percent: usize,
     pub previous: Option<Previous>,
     pub drift: Option<Drift>,
@@ -197,7 +197,7 @@ pub fn run(
             drift: drift.as_ref().map(|d| d.distance),
         },
     );
-    let (hot_functions, functions_for_99_percent) = coverage(&new);
+    let (sampled_functions, functions_for_99_percent) = coverage(&new);
     let mut report = Report {
         service: config.service.name.clone(),
         passed: checks.iter().all(|c| c.passed),
@@ -207,7 +207,7 @@ pub fn run(
         window_start: meta::time(rec.start),
         window_end: meta::time(rec.end),
         seconds: rec.outcome.wall_seconds,
-        hot_functions,
+        sampled_functions,
         functions_for_99_percent,
         previous,
         drift,

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::binary::{Binary, StatedAddr, HOT_END, HOT_START, HUGE_PAGE};
+use crate::link::HotText;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTextReport {
@@ -15,8 +16,9 @@ pub struct HotTextReport {
     /// `__hot_start`'s file offset is a multiple of 2 MiB too, so the kernel can map the file
     /// itself with 2 MiB pages; otherwise the runtime copies the text to anonymous huge pages.
     pub file_offset_aligned_2m: bool,
-    /// Functions whose first byte lies in the range.
-    pub functions_inside: usize,
+    /// The functions whose first byte lies in the range (symbols at one address are one
+    /// function; the markers are not functions) and their sizes: the figures `order` predicts.
+    pub hot: HotText,
     /// 2 MiB pages the range touches.
     pub huge_pages: u64,
     /// Why the check failed; empty when it passed.
@@ -46,7 +48,7 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
         size: 0,
         start_aligned_2m: false,
         file_offset_aligned_2m: false,
-        functions_inside: 0,
+        hot: HotText::default(),
         huge_pages: 0,
         problems,
     };
@@ -58,11 +60,13 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
     report.file_offset_aligned_2m = binary
         .offset_for_stated(StatedAddr(s))
         .is_some_and(|o| o.0 % HUGE_PAGE == 0);
-    report.functions_inside = binary
-        .functions
-        .iter()
-        .filter(|f| f.start.0 >= s && f.start.0 < e)
-        .count();
+    report.hot = HotText::of_sizes(
+        binary
+            .functions
+            .iter()
+            .filter(|f| f.start.0 >= s && f.start.0 < e)
+            .map(|f| f.size),
+    );
     if e > s {
         report.huge_pages = (e - 1) / HUGE_PAGE - s / HUGE_PAGE + 1;
     }
@@ -76,7 +80,7 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
             .problems
             .push(format!("{HOT_START} {s:#x} is not 2 MiB aligned"));
     }
-    if report.functions_inside == 0 {
+    if report.hot.functions == 0 {
         report
             .problems
             .push("no function lies inside the hot range".to_string());

@@ -170,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         algorithm: None,
         params: None,
         alignment: None,
-        functions_ordered: None,
+        hot: None,
         matched: matched.as_ref(),
         ordered: None,
         current: addresses.as_ref().map(|at| measure(&graph, at)),
@@ -285,7 +285,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     summary.candidates = candidates;
     summary.params = Some(&params);
     summary.alignment = Some(alignment);
-    summary.functions_ordered = Some(list.kept.len());
+    summary.hot = Some(list.hot_text(&graph));
     summary.ordered = Some(measure(
         &graph,
         &place_in_order(&graph, &list.kept, COMPILED_ALIGNMENT),

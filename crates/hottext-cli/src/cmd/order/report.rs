@@ -6,7 +6,7 @@ use hottext::binary::StatedAddr;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::Metrics;
 use hottext::layout::Params;
-use hottext::link::Alignment;
+use hottext::link::{Alignment, HotText};
 use hottext::pipeline::rematch::Matched;
 use serde::Serialize;
 
@@ -23,8 +23,10 @@ pub(super) struct Summary<'a> {
     pub(super) params: Option<&'a Params>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) alignment: Option<Alignment>,
+    /// The hot functions the linker input lists and their bytes (`link::HotText`): what
+    /// `verify --binary` finds in the linked range.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) functions_ordered: Option<usize>,
+    pub(super) hot: Option<HotText>,
     /// With --binary: how the profile's weight matched the binary (names missing, renamed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) matched: Option<&'a Matched>,
@@ -51,15 +53,20 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
     // The order itself may be on stdout, so the figures go to stderr.
     let mut err = std::io::stderr().lock();
     let algorithm = s.algorithm.unwrap_or("?");
-    writeln!(
-        err,
-        "hottext: ordered {} functions with {algorithm}",
-        s.functions_ordered.unwrap_or(0)
-    )?;
+    if let (Some(hot), Some(ordered)) = (&s.hot, &s.ordered) {
+        writeln!(
+            err,
+            "hottext: {} hot functions, {}, ordered with {algorithm}: {} with samples of their own, {} that only call them",
+            hot.functions,
+            output::bytes(hot.bytes),
+            ordered.sampled_functions,
+            hot.functions.saturating_sub(ordered.sampled_functions)
+        )?;
+    }
     let rows: [Row; 9] = [
-        ("hot functions", |m| m.hot_functions.to_string()),
-        ("hot bytes", |m| output::bytes(m.hot_bytes)),
-        ("hot span", |m| output::bytes(m.hot_span_bytes)),
+        ("sampled functions", |m| m.sampled_functions.to_string()),
+        ("sampled bytes", |m| output::bytes(m.sampled_bytes)),
+        ("sampled span", |m| output::bytes(m.sampled_span_bytes)),
         ("4 KiB pages for 99% of samples", |m| {
             m.pages_4k_99.to_string()
         }),
