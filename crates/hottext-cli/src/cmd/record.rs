@@ -4,10 +4,12 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
+use hottext::measure::cancel;
 use hottext::os::proc::Pid;
 use hottext::profile::record::{
     affinity, plan, Machine, Outcome, Plan, Request, Scope, Session, Target,
@@ -33,7 +35,10 @@ const TICK: Duration = Duration::from_millis(100);
 /// Prints the perf command line it ran, and what perf cost.
 ///
 /// With --pid, records for --duration seconds, or until Ctrl-C or the process exits; with a
-/// command, until the command exits (or --duration).
+/// command, until the command exits (or --duration, or Ctrl-C). Ctrl-C, SIGTERM and SIGHUP
+/// stop the recording as the duration would: perf writes its file, and the command and what
+/// it started are stopped. perf and the command run in a process group of their own (stdin
+/// from /dev/null when hottext's is a terminal), which is stopped even when hottext is killed.
 ///
 /// The recorded command's stdout is hottext's stdout, so the report goes to stderr (with
 /// --json, the JSON document is the last thing on stdout).
@@ -149,13 +154,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }),
     );
 
+    // perf runs in a process group of its own: Ctrl-C, SIGTERM and SIGHUP reach hottext,
+    // which stops perf as the duration would; perf writes its file and the report follows.
+    let interrupted = cancel::on_interrupt();
     let mut session = Session::start(&plan)?;
     let bar = progress_bar(duration);
     let outcome = loop {
         if let Some(outcome) = session.poll()? {
             break outcome;
         }
-        if plan.stop_after().is_some_and(|d| session.elapsed() >= d) {
+        if plan.stop_after().is_some_and(|d| session.elapsed() >= d)
+            || interrupted.load(Ordering::SeqCst)
+        {
             session.stop();
         }
         bar.set_position(session.elapsed().as_millis() as u64);

@@ -26,12 +26,16 @@ use crate::output;
 /// ones this machine lacks. Without a hardware PMU (most VMs) only the software figures are
 /// counted, and the report says so. Counters that had to share (multiplexing) are flagged.
 ///
-/// The command keeps its terminal; perf writes its counts to a file, so the command's stderr
-/// is untouched. The report goes to stderr; with --json it goes to stdout, and the command's
-/// stdout is sent to stderr so that stdout holds only the JSON.
+/// The command writes to hottext's stdout and stderr; perf writes its counts to a file, so
+/// they are untouched. The report goes to stderr; with --json it goes to stdout, and the
+/// command's stdout is sent to stderr so that stdout holds only the JSON. perf and the command
+/// run in a process group of their own, with stdin from /dev/null when hottext's is a
+/// terminal: Ctrl-C, SIGTERM or SIGHUP to hottext sends them SIGINT, perf writes what it
+/// counted, the report shows it, and what still runs 2 s later is stopped. Nothing outlives
+/// hottext, even when it is killed.
 ///
 /// Exit status: 0, or 1 when the command failed (exited non-zero or was killed; its counts are
-/// still shown), 2 when perf cannot run or the command cannot start.
+/// still shown), 2 when perf cannot run, the command cannot start, or the run was interrupted.
 ///
 /// Examples:
 ///   hottext stat -- ./server --requests 100000
@@ -88,8 +92,8 @@ struct Figure<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    // Ctrl-C reaches the command and perf through the terminal; perf then writes what it
-    // counted, and we show it.
+    // perf and the command run in a process group of their own: Ctrl-C (or SIGTERM, SIGHUP)
+    // reaches hottext, which passes SIGINT on; perf then writes what it counted, and we show it.
     let interrupted = cancel::on_interrupt();
     if args.simulate {
         // The simulator runs a shell line; the words are quoted back into one.
@@ -121,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Stdio::inherit()
     };
-    let run = stat(&plan, &args.command, stdout).context("cannot count")?;
+    let run = stat(&plan, &args.command, stdout, interrupted).context("cannot count")?;
 
     let figures: Vec<Figure> = Counter::SOFTWARE
         .iter()

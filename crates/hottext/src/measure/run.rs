@@ -14,7 +14,7 @@ use super::counts::Counts;
 use super::events::EventPlan;
 use super::perf_stat::{self, Reading, Scope};
 use super::MeasureError;
-use crate::os::group::{own_group, signal_group, stop_tree};
+use crate::os::group::Group;
 
 /// How often waiting loops look at the child and the interrupt flag.
 const POLL: Duration = Duration::from_millis(5);
@@ -33,26 +33,56 @@ pub struct StatRun {
     pub exit_code: Option<i32>,
 }
 
-/// Runs `argv` under `perf stat` with every figure of `plan`, with this process's stdin and
-/// stderr and the given stdout. perf's counts go to a temporary file, so the command's own
-/// output passes through untouched.
+/// Runs `argv` under `perf stat` with every figure of `plan`, with this process's stderr, its
+/// stdin unless that is a terminal, and the given stdout. perf's counts go to a temporary file,
+/// so the command's own output passes through untouched. perf and the command run in a process
+/// group of their own: when `cancel` is set (Ctrl-C, SIGTERM), the group gets SIGINT, perf
+/// writes what it counted, and whatever is still running [`KILL_GRACE`] later is stopped.
 pub fn stat<S: AsRef<std::ffi::OsStr>>(
     plan: &EventPlan,
     argv: &[S],
     stdout: Stdio,
+    cancel: &AtomicBool,
 ) -> Result<StatRun, MeasureError> {
     let scratch = super::scratch_dir()?;
     let output = perf_stat::output_path(scratch.path(), "stat");
     let exit = ExitFile::new(scratch.path(), "stat");
-    let status = perf_stat::command(
+    let mut cmd = perf_stat::command(
         &plan.events(Scope::Command),
         Scope::Command,
         &output,
         &exit.wrap_argv(argv),
-    )
-    .stdout(stdout)
-    .status()
-    .map_err(MeasureError::perf_missing)?;
+    );
+    cmd.stdin(crate::os::group::stdin_for_group())
+        .stdout(stdout);
+    let mut group = Group::spawn(&mut cmd).map_err(MeasureError::perf_missing)?;
+    let mut interrupted_at = None;
+    let status = loop {
+        match group.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(source) => {
+                return Err(MeasureError::Io {
+                    what: "wait for perf stat".into(),
+                    source,
+                })
+            }
+        }
+        match interrupted_at {
+            None if cancel.load(Ordering::SeqCst) => {
+                group.signal(libc::SIGINT);
+                interrupted_at = Some(Instant::now());
+            }
+            Some(at) if at.elapsed() >= KILL_GRACE => {
+                group.stop(KILL_GRACE);
+                return Err(MeasureError::Interrupted);
+            }
+            _ => {}
+        }
+        std::thread::sleep(POLL);
+    };
+    // What the command left running in the background goes with it.
+    group.stop(KILL_GRACE);
     let readings = read_counts(&output, status, "")?;
     Ok(StatRun {
         counts: Counts::from_readings(&plan.counters(Scope::Command), &readings),
@@ -149,12 +179,11 @@ pub fn run_captured(
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    own_group(&mut cmd);
-    let mut child = cmd.spawn().map_err(|source| MeasureError::Io {
+    let mut group = Group::spawn(&mut cmd).map_err(|source| MeasureError::Io {
         what: format!("start {what}"),
         source,
     })?;
-    let pgid = child.id() as i32;
+    let child = group.child();
     let (tx, rx) = mpsc::channel();
     for (index, pipe) in [
         child
@@ -182,18 +211,18 @@ pub fn run_captured(
 
     let status = loop {
         if cancel.load(Ordering::SeqCst) {
-            stop_tree(&mut child, KILL_GRACE);
+            group.stop(KILL_GRACE);
             return Err(MeasureError::Interrupted);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            stop_tree(&mut child, KILL_GRACE);
+            group.stop(KILL_GRACE);
             break None;
         }
-        match child.try_wait() {
+        match group.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => std::thread::sleep(POLL),
             Err(source) => {
-                stop_tree(&mut child, KILL_GRACE);
+                group.stop(KILL_GRACE);
                 return Err(MeasureError::Io {
                     what: format!("wait for {what}"),
                     source,
@@ -215,13 +244,15 @@ pub fn run_captured(
                 received += 1;
             }
             Err(mpsc::RecvTimeoutError::Timeout) if !killed => {
-                signal_group(pgid, libc::SIGKILL);
+                group.signal(libc::SIGKILL);
                 killed = true;
                 until = Instant::now() + KILL_GRACE;
             }
             Err(_) => break,
         }
     }
+    // What the command left running in the background goes with it.
+    group.stop(KILL_GRACE);
     let [stdout, stderr] = streams;
     Ok(Captured {
         status,

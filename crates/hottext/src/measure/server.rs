@@ -131,7 +131,7 @@ impl Server {
 
     /// SIGTERM to the server's process group and every process of its tree; SIGKILL to what
     /// is left after `grace`. Returns once they are all gone.
-    pub fn stop(self, grace: Duration) -> Stopped {
+    pub fn stop(mut self, grace: Duration) -> Stopped {
         self.group.stop(grace)
     }
 }

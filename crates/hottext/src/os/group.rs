@@ -1,11 +1,17 @@
 //! Commands run as process groups of their own, so that a command and everything it started
-//! stop together: when hottext stops them, when it drops them after an error, and when hottext
-//! itself dies first (the leader then gets SIGTERM). Servers under `ab`, the pipeline's service
-//! and load, and the commands `ab` and `stat` count all run this way.
+//! stop together: when hottext stops them, when it drops them after an error or a signal, and
+//! when hottext itself dies first. Everything hottext starts runs this way: `perf record` and
+//! the command it records, the commands `ab` and `stat` count under `perf stat`, servers and
+//! loads under `ab`, and the pipeline's service and load.
+//!
+//! Dying first (SIGKILL, a crash) is covered twice: the leader gets SIGTERM from the kernel
+//! (`PR_SET_PDEATHSIG`), and a [`Watchdog`] stops the rest of the group, which the death signal
+//! does not reach (a shell's children, perf's workload).
 
-use std::io;
+use std::io::{self, IsTerminal};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::proc::{processes, tree, Pid};
@@ -18,7 +24,7 @@ const POLL: Duration = Duration::from_millis(10);
 const REAP_GRACE: Duration = Duration::from_secs(2);
 
 /// Makes `cmd` lead a process group of its own and get SIGTERM should hottext die first.
-pub fn own_group(cmd: &mut Command) {
+fn own_group(cmd: &mut Command) {
     cmd.process_group(0);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
@@ -87,21 +93,95 @@ fn gone(leader: &mut Child, members: &[Pid], pgid: Pid) -> bool {
         .all(|p| p.pgrp != pgid && !members.contains(&p.pid))
 }
 
-/// A running command leading its own process group ([`own_group`]); its whole tree is stopped
-/// when it is dropped.
+/// The stdin for a command in a group of its own: hottext's, unless that is a terminal. A
+/// process outside the terminal's foreground group that reads it is stopped (SIGTTIN), and the
+/// run would hang; Ctrl-C reaches hottext, which passes it on.
+pub fn stdin_for_group() -> Stdio {
+    if io::stdin().is_terminal() {
+        Stdio::null()
+    } else {
+        Stdio::inherit()
+    }
+}
+
+/// Stops a group should hottext die without stopping it. A shell, in a process group of its own
+/// (so that Ctrl-C at the terminal does not end it first), reads a pipe whose other end only
+/// hottext holds. The pipe ends when hottext does, however it died; the shell then sends the
+/// group SIGTERM, and SIGKILL two seconds later. A group that hottext stops itself kills its
+/// watchdog first, so that a process group id the kernel may hand out again is never signalled.
+#[derive(Debug)]
+struct Watchdog {
+    shell: Child,
+    /// The pipe's write end, held, never written: its closing is the signal.
+    _alive: OwnedFd,
+}
+
+/// The watchdog's script; `$1` is the process group to stop.
+const WATCHDOG: &str =
+    "read _ ; kill -s TERM -- -\"$1\" 2>/dev/null || exit 0; sleep 2; kill -s KILL -- -\"$1\" 2>/dev/null";
+
+impl Watchdog {
+    fn start(pgid: Pid) -> io::Result<Watchdog> {
+        let (reader, alive) = pipe()?;
+        let shell = Command::new("sh")
+            .args(["-c", WATCHDOG, "hottext-watchdog", &pgid.to_string()])
+            .stdin(reader)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        Ok(Watchdog {
+            shell,
+            _alive: alive,
+        })
+    }
+}
+
+/// A pipe's read and write ends, both close-on-exec: no other child holds the end that must
+/// close.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are new and owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        // Killed before `_alive` closes (fields drop after this), so it never acts.
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
+
+/// A running command leading its own process group ([`own_group`]), watched by a
+/// [`Watchdog`]; its whole tree is stopped when it is dropped.
 #[derive(Debug)]
 pub struct Group {
     child: Child,
     stopped: bool,
+    _watchdog: Watchdog,
 }
 
 impl Group {
-    /// Starts `cmd` in a process group of its own.
+    /// Starts `cmd` in a process group of its own, and its watchdog.
     pub fn spawn(cmd: &mut Command) -> io::Result<Group> {
         own_group(cmd);
+        let mut child = cmd.spawn()?;
+        let watchdog = match Watchdog::start(child.id() as Pid) {
+            Ok(w) => w,
+            Err(e) => {
+                stop_tree(&mut child, Duration::ZERO);
+                return Err(e);
+            }
+        };
         Ok(Group {
-            child: cmd.spawn()?,
+            child,
             stopped: false,
+            _watchdog: watchdog,
         })
     }
 
@@ -109,13 +189,26 @@ impl Group {
         self.child.id() as Pid
     }
 
+    /// The leader, for its pipes and its status; stop it through the group.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Sends `signal` to every process of the group (not to those that left it).
+    pub fn signal(&self, signal: libc::c_int) {
+        signal_group(self.pid(), signal);
+    }
+
     /// The leader's status once it has exited.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         self.child.try_wait()
     }
 
-    /// Stops the whole tree (see [`stop_tree`]).
-    pub fn stop(mut self, grace: Duration) -> Stopped {
+    /// Stops the whole tree (see [`stop_tree`]); once stopped, dropping does nothing more.
+    pub fn stop(&mut self, grace: Duration) -> Stopped {
+        if self.stopped {
+            return Stopped { forced: false };
+        }
         self.stopped = true;
         stop_tree(&mut self.child, grace)
     }
@@ -177,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_tree_that_ignores_sigterm_is_killed_after_the_grace() {
-        let group =
+        let mut group =
             Group::spawn(Command::new("sh").args(["-c", "trap '' TERM; sleep 1000 & wait"]))
                 .unwrap();
         std::thread::sleep(Duration::from_millis(100));

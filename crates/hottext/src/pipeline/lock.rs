@@ -11,6 +11,31 @@ use std::time::{Duration, Instant};
 /// How often a waiting run tries the lock again.
 const RETRY: Duration = Duration::from_millis(100);
 
+/// The run's scratch directory (perf.data), beside the lock and named after it. A run that was
+/// killed leaves it behind; the next run, holding the same lock, clears it first. Removed when
+/// dropped.
+#[derive(Debug)]
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// The scratch directory of the run that holds `lock`, empty.
+    pub fn create(lock: &Lock) -> io::Result<Scratch> {
+        let path = lock.path.with_extension("scratch");
+        match std::fs::remove_dir_all(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::fs::create_dir(&path)?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Held until dropped.
 #[derive(Debug)]
 pub struct Lock {

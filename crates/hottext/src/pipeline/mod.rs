@@ -24,6 +24,7 @@ pub mod schedule;
 pub mod service;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -40,7 +41,7 @@ use config::Config;
 use drift::Drift;
 use gate::Check;
 use git::{GitError, Repo};
-use lock::{Lock, LockError};
+use lock::{Lock, LockError, Scratch};
 use message::commit_message;
 
 /// Movers named in the commit message.
@@ -70,6 +71,8 @@ pub enum PipelineError {
         what: String,
         source: std::io::Error,
     },
+    #[error("interrupted: the service and load hottext started are stopped, and nothing was stored or committed")]
+    Interrupted,
     #[error("the profile this run wrote does not read back ({0}): it is not stored, so no build can fetch it; please report this as a hottext bug")]
     Unreadable(GraphError),
 }
@@ -79,6 +82,9 @@ pub enum PipelineError {
 pub struct RunOptions {
     /// How long to wait for another run that holds the lock.
     pub lock_wait: Duration,
+    /// Set by a signal (`measure::cancel::on_interrupt`): the run stops at the next check,
+    /// stops what it started, and leaves the branch as it was.
+    pub cancel: &'static AtomicBool,
 }
 
 /// What a run is doing, for a progress display: a recording of the configured length says
@@ -145,7 +151,7 @@ pub fn run(
         "hottext-pipeline-{}.lock",
         config.repo.branch.replace('/', "-")
     ));
-    let _lock = Lock::acquire(&lock_path, opts.lock_wait)?;
+    let lock = Lock::acquire(&lock_path, opts.lock_wait)?;
 
     // Read the branch only under the lock: a queued run builds on the run before it.
     let branch = &config.repo.branch;
@@ -161,11 +167,14 @@ pub fn run(
         None => None,
     };
 
-    let tmp = tempfile::tempdir().map_err(|source| PipelineError::Io {
-        what: "cannot make a temporary directory".into(),
+    let scratch = Scratch::create(&lock).map_err(|source| PipelineError::Io {
+        what: format!(
+            "cannot make a scratch directory beside {}",
+            lock.path.display()
+        ),
         source,
     })?;
-    let rec = service::record(config, tmp.path(), &mut |elapsed, total| {
+    let rec = service::record(config, &scratch.0, opts.cancel, &mut |elapsed, total| {
         progress(Progress::Recording { elapsed, total })
     })?;
     let binary = Binary::open(&rec.binary)?;
@@ -176,6 +185,9 @@ pub fn run(
     let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |done, total| {
         progress(Progress::Reading { done, total })
     })?;
+    if opts.cancel.load(Ordering::SeqCst) {
+        return Err(PipelineError::Interrupted);
+    }
     progress(Progress::Finishing);
     let prints = fingerprints(&binary).map_err(|source| PipelineError::Io {
         what: format!("cannot read the code of {}", binary.path.display()),

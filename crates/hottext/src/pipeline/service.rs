@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::profile::record::{affinity, plan, Machine, Outcome, Request, Session, Target};
@@ -30,10 +31,13 @@ pub struct Recording {
 }
 
 /// Records the service for the configured time into `dir/perf.data`; `progress` hears the time
-/// recorded so far and the configured length, every [`TICK`].
+/// recorded so far and the configured length, every [`TICK`]. When `cancel` is set, perf, the
+/// load and a service the pipeline started are stopped and the run is
+/// [`PipelineError::Interrupted`].
 pub fn record(
     config: &Config,
     dir: &Path,
+    cancel: &AtomicBool,
     progress: &mut dyn FnMut(Duration, Duration),
 ) -> Result<Recording, PipelineError> {
     let service = &config.service;
@@ -41,7 +45,7 @@ pub fn record(
         Some(cmd) => Some(Started::spawn(cmd, service.startup_seconds, &config.base)?),
         None => None,
     };
-    let result = record_running(config, dir, started.as_mut(), progress);
+    let result = record_running(config, dir, started.as_mut(), cancel, progress);
     if let Some(s) = started {
         s.stop();
     }
@@ -52,6 +56,7 @@ fn record_running(
     config: &Config,
     dir: &Path,
     started: Option<&mut Started>,
+    cancel: &AtomicBool,
     progress: &mut dyn FnMut(Duration, Duration),
 ) -> Result<Recording, PipelineError> {
     let service = &config.service;
@@ -103,6 +108,10 @@ fn record_running(
         if let Some(outcome) = session.poll()? {
             break outcome;
         }
+        if cancel.load(Ordering::SeqCst) {
+            // Dropping the session and the load stops them; the caller stops the service.
+            return Err(PipelineError::Interrupted);
+        }
         progress(session.elapsed(), total);
         let load_done = load
             .as_mut()
@@ -113,7 +122,7 @@ fn record_running(
         std::thread::sleep(TICK);
     };
     let end = SystemTime::now();
-    if let Some(l) = load {
+    if let Some(mut l) = load {
         l.stop(STOP_GRACE);
     }
     Ok(Recording {
@@ -176,7 +185,7 @@ impl Started {
         Ok(Started { service })
     }
 
-    fn stop(self) {
+    fn stop(mut self) {
         self.service.stop(STOP_GRACE);
     }
 }

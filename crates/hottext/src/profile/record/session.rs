@@ -1,9 +1,8 @@
 //! A running `perf record`: started from a [`Plan`], watched, stopped, and what it cost.
 
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,11 +10,17 @@ use serde::Serialize;
 
 use super::{Plan, RecordError, Scope, Target};
 use crate::os::cpus::{self, Pinned};
+use crate::os::group::{stdin_for_group, Group};
 use crate::os::proc::{self, Pid};
 
-/// A running `perf record`.
+/// How long perf's group (a recorded command and what it started) gets after SIGTERM once perf
+/// has written its file.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A running `perf record`, in a process group of its own with the command it records (see
+/// `os::group`): stopping it or dropping it stops them both, and so does hottext's death.
 pub struct Session {
-    child: Child,
+    group: Group,
     stderr: Option<JoinHandle<String>>,
     pinned: Option<Pinned>,
     started: Instant,
@@ -24,7 +29,6 @@ pub struct Session {
     watch_pid: Option<Pid>,
     stop_sent: bool,
     perf_cpu_ticks: u64,
-    sigint_before: Option<libc::sighandler_t>,
 }
 
 /// How a recording went.
@@ -43,9 +47,9 @@ pub struct Outcome {
 }
 
 impl Session {
-    /// Pins the target if the plan says so, then starts perf. While perf runs this process
-    /// ignores Ctrl-C, so that perf (which gets it too) stops and writes its file, and we still
-    /// put the affinity back.
+    /// Pins the target if the plan says so, then starts perf. Ctrl-C at the terminal reaches
+    /// hottext only: the caller passes it on with [`Session::stop`], so that perf writes its file
+    /// and the affinity is put back.
     pub fn start(plan: &Plan) -> Result<Session, RecordError> {
         if let Target::Pid(pid) = plan.target {
             if !proc::exists(pid) {
@@ -64,23 +68,13 @@ impl Session {
         };
         let mut perf = Command::new("perf");
         perf.args(plan.perf_args())
-            .stdin(Stdio::inherit())
+            .stdin(stdin_for_group())
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe, as the code between fork and exec must be.
-        // If we die, perf is told to stop and write its file rather than record forever.
-        unsafe {
-            perf.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == 0 {
-                    Ok(())
-                } else {
-                    Err(io::Error::last_os_error())
-                }
-            });
-        }
-        let spawned = perf.spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
+        // Should hottext die, perf gets SIGTERM, on which it too writes its file and exits.
+        let spawned = Group::spawn(&mut perf);
+        let mut group = match spawned {
+            Ok(group) => group,
             Err(e) => {
                 if let Some(p) = pinned {
                     let _ = p.restore(); // best effort: perf never ran
@@ -92,21 +86,19 @@ impl Session {
             }
         };
         // Drain perf's stderr on a thread, or perf blocks once the pipe fills.
-        let stderr = child.stderr.take().map(|mut pipe| {
+        let stderr = group.child().stderr.take().map(|mut pipe| {
             std::thread::spawn(move || {
                 let mut text = String::new();
                 let _ = pipe.read_to_string(&mut text);
                 text
             })
         });
-        // SAFETY: installing SIG_IGN has no preconditions; the old handler is put back on drop.
-        let sigint_before = Some(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) });
         let watch_pid = match (&plan.target, &plan.scope) {
             (Target::Pid(pid), Scope::Cpus(_)) => Some(*pid),
             _ => None,
         };
         Ok(Session {
-            child,
+            group,
             stderr,
             pinned,
             started: Instant::now(),
@@ -114,7 +106,6 @@ impl Session {
             watch_pid,
             stop_sent: false,
             perf_cpu_ticks: 0,
-            sigint_before,
         })
     }
 
@@ -134,25 +125,27 @@ impl Session {
         if !self.stop_sent {
             self.stop_sent = true;
             // SAFETY: kill has no memory preconditions; the pid is our own live child.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+            unsafe { libc::kill(self.group.pid(), libc::SIGINT) };
         }
     }
 
     /// Checks on perf without blocking: `Some` once it has exited.
     pub fn poll(&mut self) -> Result<Option<Outcome>, RecordError> {
-        if let Some(perf) = proc::stat(self.child.id() as i32) {
+        if let Some(perf) = proc::stat(self.group.pid()) {
             self.perf_cpu_ticks = perf.own_ticks;
         }
         if self.watch_pid.is_some_and(|pid| !proc::exists(pid)) {
             self.stop();
         }
-        match self.child.try_wait().map_err(RecordError::Spawn)? {
+        match self.group.try_wait().map_err(RecordError::Spawn)? {
             None => Ok(None),
             Some(status) => self.finish(status).map(Some),
         }
     }
 
     fn finish(&mut self, status: ExitStatus) -> Result<Outcome, RecordError> {
+        // A recorded command perf did not outlive, or what it left in the background.
+        self.group.stop(STOP_GRACE);
         let messages = self
             .stderr
             .take()
@@ -163,7 +156,6 @@ impl Session {
             .take()
             .and_then(|p| p.restore().err())
             .map(|e| e.to_string());
-        self.restore_sigint();
         // perf re-raises the SIGINT that stopped it once its file is written. When it times
         // the recording with `sleep` (see `Plan::perf_args`) and we stop it early, it ends
         // `sleep` with SIGTERM and passes that on instead.
@@ -186,26 +178,19 @@ impl Session {
             restore_error,
         })
     }
-
-    fn restore_sigint(&mut self) {
-        if let Some(handler) = self.sigint_before.take() {
-            // SAFETY: puts back the handler `signal` returned earlier.
-            unsafe { libc::signal(libc::SIGINT, handler) };
-        }
-    }
 }
 
 impl Drop for Session {
-    /// Stops perf and unpins the target if the session is abandoned (an error in the caller).
+    /// Stops perf and unpins the target if the session is abandoned (an error in the caller);
+    /// the group's drop then stops what perf leaves.
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        if matches!(self.group.try_wait(), Ok(None)) {
             self.stop();
-            let _ = self.child.wait();
+            let _ = self.group.child().wait();
         }
         if let Some(p) = self.pinned.take() {
             let _ = p.restore();
         }
-        self.restore_sigint();
     }
 }
 
