@@ -1,13 +1,14 @@
-//! Merging this run's profile with the previous one, so that the layout follows code and usage
-//! changes without jumping with every week's noise: weight = new + decay × previous, for each
-//! function's samples, each call's weight and each call site's weight (summed per caller,
-//! callee and offset).
+//! Merging profiles: this run's with the previous one, so that the layout follows code and usage
+//! changes without jumping with every week's noise (weight = new + decay × previous), and a
+//! fleet's, one per host and run, each weighted by its age (`hottext merge`, `pipeline merge`).
+//! Each function's samples, each call's weight and each call site's weight are summed per
+//! caller, callee and offset.
 //!
-//! The previous profile must already use the current binary's names ([`crate::pipeline::rematch`]), and
+//! Every profile must already use the same binary's names ([`crate::pipeline::rematch`]), and
 //! keep only the call sites of code that did not change.
-//! Sizes, aliases and headers come from the new profile where it has the function. A previous
-//! function or call whose decayed weight rounds to zero is dropped, so what stopped running
-//! fades out instead of staying in the layout forever.
+//! Sizes, aliases and headers come from the first (newest) profile that has the function. An
+//! older function or call whose decayed weight rounds to zero is dropped, so what stopped
+//! running fades out instead of staying in the layout forever.
 
 use foldhash::HashMap;
 
@@ -15,78 +16,65 @@ use crate::graph::{FuncId, Graph, GraphBuilder};
 
 /// `new + decay × old`; `decay` is between 0 and 1.
 pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
-    let decayed = |w: u64| (w as f64 * decay).round() as u64;
-    // Sites round down: the floors of a call's sites add up to no more than its decayed weight,
-    // so the sites still fit in their call.
-    let decayed_site = |w: u64| (w as f64 * decay).floor() as u64;
+    merge_weighted(&[(new, 1.0), (old, decay)])
+}
+
+/// `Σ weight × part`: each part's samples, call weights and call-site weights scaled by its
+/// weight (at least 0) and summed by name. The first part is the reference: its headers are
+/// kept, and every one of its functions; the others bring a function in only when it keeps
+/// weight of its own or through a call. A function's size and aliases come from the first part
+/// that has it. Scaled samples and calls round to the nearest count; sites round down, so that
+/// a call's sites still fit in it.
+pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     let mut b = GraphBuilder::default();
-    for (k, v) in &new.headers {
+    let Some(&(reference, _)) = parts.first() else {
+        return b.finish();
+    };
+    for (k, v) in &reference.headers {
         b.header(k, v);
     }
-    let mut new_ids: Vec<FuncId> = Vec::with_capacity(new.funcs.len());
-    let mut in_new: HashMap<&str, FuncId> = HashMap::default();
-    for f in &new.funcs {
-        let id = b.func(&f.name, f.size);
-        b.add_samples(id, f.samples);
-        for a in &f.aliases {
-            b.alias(id, a);
-        }
-        new_ids.push(id);
-        in_new.insert(&f.name, id);
-    }
-    for c in &new.calls {
-        b.add_call(
-            new_ids[c.caller.index()],
-            new_ids[c.callee.index()],
-            c.weight,
-        );
-    }
-    for s in &new.sites {
-        let (caller, callee) = (new_ids[s.caller.index()], new_ids[s.callee.index()]);
-        b.add_site(caller, callee, s.offset, s.weight);
-    }
-
-    // Previous functions come in when they keep weight of their own or through a call.
-    let mut old_ids: Vec<Option<FuncId>> = vec![None; old.funcs.len()];
-    let mut declare = |b: &mut GraphBuilder, i: usize| -> FuncId {
-        if let Some(id) = old_ids[i] {
-            return id;
-        }
-        let f = &old.funcs[i];
-        let id = match in_new.get(f.name.as_str()) {
-            Some(&id) => id,
-            None => {
+    let mut declared: HashMap<&str, FuncId> = HashMap::default();
+    for (index, &(part, weight)) in parts.iter().enumerate() {
+        let scaled = |w: u64| (w as f64 * weight).round() as u64;
+        let scaled_site = |w: u64| (w as f64 * weight).floor() as u64;
+        let mut ids: Vec<Option<FuncId>> = vec![None; part.funcs.len()];
+        let mut declare = |b: &mut GraphBuilder, i: usize| -> FuncId {
+            if let Some(id) = ids[i] {
+                return id;
+            }
+            let f = &part.funcs[i];
+            let id = *declared.entry(f.name.as_str()).or_insert_with(|| {
                 let id = b.func(&f.name, f.size);
                 for a in &f.aliases {
                     b.alias(id, a);
                 }
                 id
-            }
+            });
+            ids[i] = Some(id);
+            id
         };
-        old_ids[i] = Some(id);
-        id
-    };
-    for (i, f) in old.funcs.iter().enumerate() {
-        let w = decayed(f.samples);
-        if w > 0 {
-            let id = declare(&mut b, i);
-            b.add_samples(id, w);
+        for (i, f) in part.funcs.iter().enumerate() {
+            let w = scaled(f.samples);
+            if w > 0 || index == 0 {
+                let id = declare(&mut b, i);
+                b.add_samples(id, w);
+            }
         }
-    }
-    for c in &old.calls {
-        let w = decayed(c.weight);
-        if w > 0 {
-            let caller = declare(&mut b, c.caller.index());
-            let callee = declare(&mut b, c.callee.index());
-            b.add_call(caller, callee, w);
+        for c in &part.calls {
+            let w = scaled(c.weight);
+            if w > 0 {
+                let caller = declare(&mut b, c.caller.index());
+                let callee = declare(&mut b, c.callee.index());
+                b.add_call(caller, callee, w);
+            }
         }
-    }
-    for s in &old.sites {
-        let w = decayed_site(s.weight);
-        if w > 0 {
-            let caller = declare(&mut b, s.caller.index());
-            let callee = declare(&mut b, s.callee.index());
-            b.add_site(caller, callee, s.offset, w);
+        for s in &part.sites {
+            let w = scaled_site(s.weight);
+            if w > 0 {
+                let caller = declare(&mut b, s.caller.index());
+                let callee = declare(&mut b, s.callee.index());
+                b.add_site(caller, callee, s.offset, w);
+            }
         }
     }
     b.finish()
@@ -120,6 +108,21 @@ mod tests {
             "# hottext profile v2\nfn a 16 60\nfn b 32 40\nfn c 8 4\n\
              call a b 40\nsite a b 4 25\nsite a b 9 5\ncall b c 4\nsite b c 1 1\nsite b c 2 1\n"
         );
+    }
+
+    #[test]
+    fn three_hosts_sum_by_their_weights() {
+        let a = graph("fn main 16 100\nfn f 8 10\ncall main f 10\n");
+        let b = graph("fn main 20 50\nfn g 8 40\ncall main g 40\n");
+        let c = graph("fn main 16 10\nfn f 8 30\ncall main f 30\nsite main f 4 30\n");
+        let m = merge_weighted(&[(&a, 1.0), (&b, 0.5), (&c, 0.25)]);
+        // main: 100 + 25 + 2.5 → 128 (rounded); its size from the first part.
+        assert_eq!(
+            text(&m),
+            "# hottext profile v2\nfn f 8 18\nfn g 8 20\nfn main 16 128\n\
+             call main f 18\nsite main f 4 7\ncall main g 20\n"
+        );
+        assert_eq!(text(&merge_weighted(&[(&a, 1.0)])), text(&a));
     }
 
     #[test]
