@@ -115,8 +115,10 @@ struct LsArgs {
 /// Delete the objects nothing refers to
 ///
 /// Kept: objects named by --keep-meta files, by --keep hashes, by every version of --meta in the
-/// history of --repo (so any profile commit can still be reverted and built), and objects younger
-/// than --min-age-days (a run may have stored one and not committed yet).
+/// history of --repo (so any profile commit can still be reverted and built), by the store's
+/// upload entries (a fleet's hosts' profiles, `pipeline run --upload-only`), and objects younger
+/// than --min-age-days (a run may have stored one and not committed yet). An upload entry that
+/// cannot be read stops gc, as an unreadable meta version does.
 ///
 /// Example:
 ///   hottext store gc --store /var/lib/hottext --repo . --meta hottext/server.meta --dry-run
@@ -298,6 +300,9 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
         keep.extend(found);
     }
     let store = Store::open(&args.store)?;
+    keep.extend(store.uploaded_objects().map_err(|e| {
+        anyhow::anyhow!("{e}: gc stops, since the object that entry names would look unreferenced and be deleted")
+    })?);
     if !(0.0..=36500.0).contains(&args.min_age_days) {
         bail!(
             "--min-age-days {:?}: give a number of days from 0 to 36500 (100 years)",

@@ -1,22 +1,23 @@
-//! A store in a local directory: `<dir>/sha256/<hex>`, written atomically.
+//! A store in a local directory: a key is a path under it (`<dir>/sha256/<hex>`), written
+//! atomically.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{Backend, RawObject, StoreError, OBJECTS};
+use super::{Backend, RawObject, StoreError};
 use crate::os::files::write_atomic;
 
 pub(super) struct Local {
     url: String,
-    objects: PathBuf,
+    root: PathBuf,
 }
 
 impl Local {
     pub(super) fn new(url: &str, dir: &str) -> Local {
         Local {
             url: url.to_string(),
-            objects: Path::new(dir).join(OBJECTS),
+            root: Path::new(dir).into(),
         }
     }
 
@@ -30,8 +31,8 @@ impl Local {
 }
 
 impl Backend for Local {
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let path = self.objects.join(name);
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.root.join(key);
         // Only a regular file is an object: a symlink to /dev/zero would be read forever.
         if let Ok(meta) = fs::metadata(&path) {
             if !meta.is_file() {
@@ -48,15 +49,17 @@ impl Backend for Local {
     }
 
     /// Atomically: a reader sees no object or the whole one, never a part.
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.objects.join(name);
+    fn write(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.root.join(key);
         let what = || format!("write {}", path.display());
-        fs::create_dir_all(&self.objects).map_err(self.io(what()))?;
+        if let Some(folder) = path.parent() {
+            fs::create_dir_all(folder).map_err(self.io(what()))?;
+        }
         write_atomic(&path, bytes).map_err(self.io(what()))
     }
 
-    fn size(&self, name: &str) -> Result<Option<u64>, StoreError> {
-        let path = self.objects.join(name);
+    fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let path = self.root.join(key);
         match fs::metadata(&path) {
             Ok(m) => Ok(Some(m.len())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -64,41 +67,58 @@ impl Backend for Local {
         }
     }
 
-    fn list(&self) -> Result<Vec<RawObject>, StoreError> {
-        let what = || format!("list {}", self.objects.display());
-        let entries = match fs::read_dir(&self.objects) {
-            Ok(entries) => entries,
-            // A store nobody has written to yet is empty.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(self.io(what())(e)),
-        };
+    fn list(&self, folder: &str) -> Result<Vec<RawObject>, StoreError> {
         let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(self.io(what()))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // Object names are hashes: a hidden file is a temporary a crash left behind.
-            if name.starts_with('.') {
-                continue;
-            }
-            let meta = entry.metadata().map_err(self.io(what()))?;
-            if !meta.is_file() {
-                continue;
-            }
-            out.push(RawObject {
-                name,
-                size: meta.len(),
-                modified: meta.modified().ok(),
-            });
-        }
+        self.list_into(&self.root.join(folder), "", &mut out)?;
         Ok(out)
     }
 
-    fn delete(&self, name: &str) -> Result<(), StoreError> {
-        let path = self.objects.join(name);
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let path = self.root.join(key);
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(self.io(format!("delete {}", path.display()))(e)),
         }
+    }
+}
+
+impl Local {
+    /// The files under `folder` into `out`, named `prefix` + their path; symbolic links are
+    /// not followed (a link could lead out of the store, or in a circle).
+    fn list_into(
+        &self,
+        folder: &Path,
+        prefix: &str,
+        out: &mut Vec<RawObject>,
+    ) -> Result<(), StoreError> {
+        let what = || format!("list {}", folder.display());
+        let entries = match fs::read_dir(folder) {
+            Ok(entries) => entries,
+            // A store nobody has written to yet is empty.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io(what())(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(self.io(what()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Names are hashes and upload entries: a hidden file is a temporary a crash left.
+            if name.starts_with('.') {
+                continue;
+            }
+            // DirEntry's metadata does not follow symbolic links.
+            let meta = entry.metadata().map_err(self.io(what()))?;
+            let named = format!("{prefix}{name}");
+            if meta.is_dir() {
+                self.list_into(&entry.path(), &format!("{named}/"), out)?;
+            } else if meta.is_file() {
+                out.push(RawObject {
+                    name: named,
+                    size: meta.len(),
+                    modified: meta.modified().ok(),
+                });
+            }
+        }
+        Ok(())
     }
 }

@@ -36,6 +36,7 @@
 mod hash;
 mod local;
 pub mod meta;
+pub mod uploads;
 #[cfg(feature = "remote")]
 mod remote;
 
@@ -54,22 +55,29 @@ const OBJECTS: &str = "sha256";
 /// One raw object as a backend lists it.
 #[derive(Debug, Clone)]
 struct RawObject {
-    /// The file name (last key segment).
+    /// The key relative to the folder listed (`/`-separated).
     name: String,
     size: u64,
     modified: Option<SystemTime>,
 }
 
 /// What each backend does; [`Store`] adds hashing and verification on top, so every backend
-/// behaves the same.
+/// behaves the same. A key is a path under the store's root, `/`-separated, made by the store
+/// itself from checked parts (`sha256/<hex>`, `uploads/<service>/<entry>`).
 trait Backend {
-    /// The object's bytes, or `None` if there is no such object.
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Writes the object whole or not at all.
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError>;
-    fn size(&self, name: &str) -> Result<Option<u64>, StoreError>;
-    fn list(&self) -> Result<Vec<RawObject>, StoreError>;
-    fn delete(&self, name: &str) -> Result<(), StoreError>;
+    /// The bytes under `key`, or `None` if there is nothing there.
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Writes `key` whole or not at all.
+    fn write(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
+    fn size(&self, key: &str) -> Result<Option<u64>, StoreError>;
+    /// Everything under `folder`, at any depth, named by its key relative to `folder`.
+    fn list(&self, folder: &str) -> Result<Vec<RawObject>, StoreError>;
+    fn delete(&self, key: &str) -> Result<(), StoreError>;
+}
+
+/// The key of the object `hash`.
+fn object_key(hash: &ObjectHash) -> String {
+    format!("{OBJECTS}/{}", hash.hex())
 }
 
 /// Where a store is, without how to reach it: the URL before its options (`?endpoint=…`,
@@ -187,12 +195,12 @@ impl Store {
     pub fn put(&self, bytes: &[u8]) -> Result<Put, StoreError> {
         let hash = ObjectHash::of(bytes);
         let size = bytes.len() as u64;
-        let existed = match self.backend.read(&hash.hex())? {
+        let existed = match self.backend.read(&object_key(&hash))? {
             Some(old) => ObjectHash::of(&old) == hash,
             None => false,
         };
         if !existed {
-            self.backend.write(&hash.hex(), bytes)?;
+            self.backend.write(&object_key(&hash), bytes)?;
         }
         Ok(Put {
             hash,
@@ -205,7 +213,7 @@ impl Store {
     pub fn get(&self, hash: &ObjectHash) -> Result<Vec<u8>, StoreError> {
         let bytes = self
             .backend
-            .read(&hash.hex())?
+            .read(&object_key(hash))?
             .ok_or_else(|| StoreError::Missing {
                 hash: *hash,
                 store: self.url.clone(),
@@ -223,14 +231,14 @@ impl Store {
 
     /// Whether the store has an object of that name (without reading or checking it).
     pub fn contains(&self, hash: &ObjectHash) -> Result<bool, StoreError> {
-        Ok(self.backend.size(&hash.hex())?.is_some())
+        Ok(self.backend.size(&object_key(hash))?.is_some())
     }
 
     /// Every object, sorted by hash. Files that are not named like objects are left out.
     pub fn list(&self) -> Result<Vec<Object>, StoreError> {
         let mut objects: Vec<Object> = self
             .backend
-            .list()?
+            .list(OBJECTS)?
             .into_iter()
             .filter_map(|raw| {
                 Some(Object {
@@ -248,7 +256,7 @@ impl Store {
     }
 
     pub fn delete(&self, hash: &ObjectHash) -> Result<(), StoreError> {
-        self.backend.delete(&hash.hex())
+        self.backend.delete(&object_key(hash))
     }
 
     /// Deletes the objects not in `keep` that are older than `min_age` at `now`. Objects whose

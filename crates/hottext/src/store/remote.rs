@@ -15,7 +15,7 @@ use object_store::http::HttpBuilder;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-use super::{Backend, RawObject, StoreError, OBJECTS};
+use super::{Backend, RawObject, StoreError};
 
 /// Query keys that would put a secret into the meta file, which is committed.
 const SECRET_KEYS: &[&str] = &[
@@ -33,7 +33,8 @@ const SECRET_KEYS: &[&str] = &[
 pub(super) struct Remote {
     url: String,
     store: Box<dyn ObjectStore>,
-    objects: Path,
+    /// The URL's prefix inside the bucket: keys are under it.
+    root: Path,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -70,7 +71,7 @@ impl Remote {
         }
         let root = format!("{scheme}://{bucket}");
         let store = build(scheme, &root, &options).map_err(|e| bad(e.to_string()))?;
-        let objects = Path::from_iter(prefix.split('/').filter(|s| !s.is_empty()).chain([OBJECTS]));
+        let root = Path::from_iter(prefix.split('/').filter(|s| !s.is_empty()));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -82,7 +83,7 @@ impl Remote {
         Ok(Remote {
             url: url.to_string(),
             store,
-            objects,
+            root,
             runtime,
         })
     }
@@ -105,8 +106,9 @@ impl Remote {
         }
     }
 
-    fn path(&self, name: &str) -> Path {
-        self.objects.clone().join(name)
+    fn path(&self, key: &str) -> Path {
+        key.split('/')
+            .fold(self.root.clone(), |path, segment| path.join(segment))
     }
 }
 
@@ -151,8 +153,8 @@ fn build(
 }
 
 impl Backend for Remote {
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let path = self.path(name);
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.path(key);
         let fetched = self.runtime.block_on(async {
             let result = self.store.get(&path).await?;
             result.bytes().await
@@ -165,15 +167,15 @@ impl Backend for Remote {
     }
 
     /// A single PUT: S3 and the others store an object whole or not at all.
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.path(name);
+    fn write(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.path(key);
         let payload = PutPayload::from(bytes.to_vec());
         self.run(|| format!("write {path}"), self.store.put(&path, payload))
             .map(|_| ())
     }
 
-    fn size(&self, name: &str) -> Result<Option<u64>, StoreError> {
-        let path = self.path(name);
+    fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let path = self.path(key);
         match self.runtime.block_on(self.store.head(&path)) {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -181,15 +183,17 @@ impl Backend for Remote {
         }
     }
 
-    fn list(&self) -> Result<Vec<RawObject>, StoreError> {
+    fn list(&self, folder: &str) -> Result<Vec<RawObject>, StoreError> {
+        let folder = self.path(folder);
         let metas: Vec<_> = self.run(
-            || format!("list {}", self.objects),
-            self.store.list(Some(&self.objects)).try_collect(),
+            || format!("list {folder}"),
+            self.store.list(Some(&folder)).try_collect(),
         )?;
         Ok(metas
             .into_iter()
             .filter_map(|m| {
-                let name = m.location.filename()?.to_string();
+                let parts: Vec<String> = m.location.prefix_match(&folder)?.map(|p| p.as_ref().to_string()).collect();
+                let name = parts.join("/");
                 let secs = u64::try_from(m.last_modified.timestamp()).ok()?;
                 Some(RawObject {
                     name,
@@ -200,8 +204,8 @@ impl Backend for Remote {
             .collect())
     }
 
-    fn delete(&self, name: &str) -> Result<(), StoreError> {
-        let path = self.path(name);
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let path = self.path(key);
         match self.runtime.block_on(self.store.delete(&path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error(format!("delete {path}"), e)),
