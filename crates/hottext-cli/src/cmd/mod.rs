@@ -2,6 +2,7 @@
 
 pub mod ab;
 pub mod fetch;
+pub mod merge;
 pub mod order;
 pub mod pipeline;
 pub mod profile;

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use hottext::pipeline::config::Config;
-use hottext::pipeline::{run as run_pipeline, schedule, Progress, Report, RunOptions};
+use hottext::pipeline::fleet::{self, UploadReport};
+use hottext::pipeline::schedule::{self, Job};
+use hottext::pipeline::{run as run_pipeline, Progress, Report, RunOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::output;
@@ -17,9 +19,15 @@ use crate::output;
 /// on a branch of the service's repository. `install --weekly` schedules `run` with systemd (or
 /// prints the cron line). The config file is described in `hottext pipeline run --help`.
 ///
+/// A service on many hosts: each host runs `run --upload-only` (record, gate, upload to the
+/// store with its host name and time), one job runs `run --merge-uploads` (merge the recent
+/// uploads of every host, weighted by age, fitted to the binary, gated, committed). See
+/// docs/pipeline.md.
+///
 /// Examples:
 ///   hottext pipeline run --config hottext.toml
 ///   hottext pipeline install --weekly --config /srv/server/hottext.toml
+///   hottext pipeline install --weekly --upload-only --config /srv/server/hottext.toml
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -60,10 +68,23 @@ enum PipelineCommand {
 ///   [store]    url (a directory, s3://, gs://, az://, https://)
 ///   [repo]     path ("."), meta, branch ("hottext/profile"), push (a remote), author
 ///   [merge]    decay (0.5)
+///   [fleet]    window_days (14), half_life_days (7), min_matched (0.5)
 ///   [gate]     min_samples (1000), min_resolved (0.9), max_drift (0.9), min_previous_matched (0.5)
+///   [service] host names this host's uploads (default: the host name).
 ///
-/// Example:
+/// With --upload-only the run needs no repository: it records, applies the gate's samples and
+/// symbols checks, puts the profile in the store and adds an entry naming it, this host and
+/// the recording's time; exit status 1 when the gate fails. With --merge-uploads it records
+/// nothing: it merges the uploads of the last window_days, each fitted to [service] binary by
+/// name and code and weighted 0.5^(age / half_life_days); an upload the binary matches less
+/// than min_matched is refused and reported. Then it gates (samples summed over the uploads,
+/// drift from the committed profile), stores and commits as above, and withdraws the entries
+/// that fell out of the window.
+///
+/// Examples:
 ///   hottext pipeline run --config hottext.toml --json
+///   hottext pipeline run --config hottext.toml --upload-only
+///   hottext pipeline run --config hottext.toml --merge-uploads
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 struct RunArgs {
@@ -76,6 +97,12 @@ struct RunArgs {
     /// Print the report as JSON on stdout, also when the gate fails.
     #[arg(long)]
     json: bool,
+    /// A fleet's host: record and upload this host's profile; commit nothing.
+    #[arg(long, conflicts_with = "merge_uploads")]
+    upload_only: bool,
+    /// A fleet's merge job: merge every host's recent uploads instead of recording.
+    #[arg(long)]
+    merge_uploads: bool,
 }
 
 /// Run the pipeline every week: write and enable a systemd timer and service
@@ -100,6 +127,12 @@ struct InstallArgs {
     /// Write the units but do not enable them.
     #[arg(long)]
     no_enable: bool,
+    /// Schedule a fleet host's run: `run --upload-only`.
+    #[arg(long, conflicts_with = "merge_uploads")]
+    upload_only: bool,
+    /// Schedule a fleet's merge job, `run --merge-uploads`, six hours after the uploads.
+    #[arg(long)]
+    merge_uploads: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -126,29 +159,78 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         lock_wait: output::seconds("--lock-wait", args.lock_wait)?,
         // Ctrl-C, SIGTERM (systemd stopping the timer's unit) and SIGHUP stop the run cleanly.
         cancel: hottext::measure::cancel::on_interrupt(),
+        from_uploads: args.merge_uploads,
     };
-    eprintln!(
-        "hottext: pipeline {}: recording for {} s",
-        config.service.name, config.record.seconds
-    );
+    if args.merge_uploads {
+        eprintln!(
+            "hottext: pipeline {}: merging the uploads of the last {} days",
+            config.service.name, config.fleet.window_days
+        );
+    } else {
+        eprintln!(
+            "hottext: pipeline {}: recording for {} s",
+            config.service.name, config.record.seconds
+        );
+    }
+    if args.upload_only {
+        let report = fleet::upload(&config, opts.cancel, &mut progress_display())?;
+        if args.json {
+            output::json(&report)?;
+        } else {
+            print_upload(&report);
+        }
+        return gate_status(report.passed, &report.gate);
+    }
     let report = run_pipeline(&config, &opts, &mut progress_display())?;
     if args.json {
         output::json(&report)?;
     } else {
         print_report(&report);
     }
-    if report.passed {
+    gate_status(report.passed, &report.gate)
+}
+
+fn gate_status(passed: bool, gate: &[hottext::pipeline::gate::Check]) -> anyhow::Result<ExitCode> {
+    if passed {
         return Ok(ExitCode::SUCCESS);
     }
     // Exit status 1 always comes with its reason on stderr, whatever stdout holds.
-    for c in report.gate.iter().filter(|c| !c.passed) {
+    for c in gate.iter().filter(|c| !c.passed) {
         eprintln!("hottext: pipeline failed: gate {}: {}", c.name, c.detail);
     }
     Ok(ExitCode::from(1))
 }
 
+/// An upload-only run's result, on stdout.
+fn print_upload(r: &UploadReport) {
+    for c in &r.gate {
+        println!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
+    }
+    match (&r.object, &r.entry) {
+        (Some(object), Some(entry)) => println!(
+            "uploaded {object} ({} samples, {} .. {}) as {entry}",
+            r.samples, r.window_start, r.window_end
+        ),
+        _ => println!("the gate failed: nothing was uploaded"),
+    }
+}
+
 /// The run's result: on stdout, as nothing else is there.
 fn print_report(r: &Report) {
+    for u in r.uploads.iter().flatten() {
+        let what = if u.merged {
+            format!("merged, weight {:.3}", u.weight)
+        } else {
+            format!("REFUSED: {}", u.note.as_deref().unwrap_or("?"))
+        };
+        println!(
+            "  upload {} ({:.1} days old, {} samples, {:.1}% matched): {what}",
+            if u.host.is_empty() { &u.entry } else { &u.host },
+            u.age_days,
+            u.samples,
+            100.0 * u.matched_fraction
+        );
+    }
     if let Some(message) = &r.message {
         for line in message.lines() {
             println!("  {line}");
@@ -187,7 +269,12 @@ fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot find {}", args.config.display()))?;
     let config = Config::read(&config_path)?;
     let exe = std::env::current_exe().context("cannot tell where the hottext binary is")?;
-    let units = schedule::weekly(&config.service.name, &exe, &config_path)?;
+    let job = match (args.upload_only, args.merge_uploads) {
+        (true, _) => Job::Upload,
+        (_, true) => Job::Merge,
+        _ => Job::Refresh,
+    };
+    let units = schedule::weekly(&config.service.name, &exe, &config_path, job)?;
     let written = schedule::write(&units, &args.unit_dir)?;
     for path in &written {
         eprintln!("hottext: wrote {}", path.display());

@@ -25,6 +25,11 @@
 //! [merge]
 //! decay = 0.5                          # weight = new + decay × previous
 //!
+//! [fleet]                              # a service on many hosts (see `pipeline::fleet`)
+//! window_days = 14                     # the merge job merges the uploads of the last 14 days
+//! half_life_days = 7                   # an upload's weight halves every 7 days of its age
+//! min_matched = 0.5                    # an upload the binary matches less is refused
+//!
 //! [gate]
 //! min_samples = 1000
 //! min_resolved = 0.9
@@ -47,6 +52,8 @@ pub struct Config {
     pub repo: RepoConfig,
     #[serde(default)]
     pub merge: Merge,
+    #[serde(default)]
+    pub fleet: Fleet,
     #[serde(default)]
     pub gate: Gate,
     /// The config file's folder: relative paths and commands start from here.
@@ -73,6 +80,8 @@ pub struct Service {
     pub startup_seconds: f64,
     pub version: Option<String>,
     pub version_command: Option<Vec<String>>,
+    /// The host's name in its uploads (`--upload-only`); default: the kernel's host name.
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
@@ -105,6 +114,23 @@ pub struct RepoConfig {
     /// `Name <email>` for the commits; default: git's configured identity, else
     /// `hottext pipeline <hottext@localhost>`.
     pub author: Option<String>,
+}
+
+/// How the merge job weighs a fleet's uploads (`pipeline run --merge-uploads`).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fleet {
+    /// Uploads whose recording ended longer ago than this are not merged, and their entries are
+    /// withdrawn once a merge is committed.
+    #[serde(default = "default_window_days")]
+    pub window_days: f64,
+    /// An upload's weight is 0.5^(age / half_life_days): last week's counts half as much.
+    #[serde(default = "default_half_life_days")]
+    pub half_life_days: f64,
+    /// Share of an upload's weight that the binary must have (by name or by code) for it to be
+    /// merged: an upload from a much older build is refused, not merged in part.
+    #[serde(default = "default_min_previous_matched")]
+    pub min_matched: f64,
 }
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
@@ -153,6 +179,12 @@ fn default_branch() -> String {
 fn default_decay() -> f64 {
     0.5
 }
+fn default_window_days() -> f64 {
+    14.0
+}
+fn default_half_life_days() -> f64 {
+    7.0
+}
 fn default_min_samples() -> u64 {
     1000
 }
@@ -179,6 +211,16 @@ impl Default for Merge {
     fn default() -> Self {
         Merge {
             decay: default_decay(),
+        }
+    }
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Fleet {
+            window_days: default_window_days(),
+            half_life_days: default_half_life_days(),
+            min_matched: default_min_previous_matched(),
         }
     }
 }
@@ -303,6 +345,19 @@ impl Config {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("[gate] {name} must be between 0 and 1"));
             }
+        }
+        if let Some(host) = &s.host {
+            crate::store::uploads::check_name("[service] host", host)?;
+        }
+        let f = &self.fleet;
+        if !(f.window_days > 0.0 && f.window_days <= 3650.0) {
+            return Err("[fleet] window_days must be above 0 and at most 3650".into());
+        }
+        if !(f.half_life_days > 0.0 && f.half_life_days <= 3650.0) {
+            return Err("[fleet] half_life_days must be above 0 and at most 3650".into());
+        }
+        if !(0.0..=1.0).contains(&f.min_matched) {
+            return Err("[fleet] min_matched must be between 0 and 1".into());
         }
         if self.repo.meta.is_absolute() {
             return Err("[repo] meta is a path inside the repository, not an absolute path".into());

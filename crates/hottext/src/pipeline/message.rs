@@ -77,6 +77,30 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
             }
         }
     }
+    if let Some(uploads) = &r.uploads {
+        let merged = uploads.iter().filter(|u| u.merged).count();
+        let _ = writeln!(
+            m,
+            "\nfleet: {merged} of {} uploads merged (weight 0.5^(age / {} days)):",
+            uploads.len(),
+            config.fleet.half_life_days
+        );
+        for u in uploads {
+            let what = match (&u.note, u.merged) {
+                (_, true) => format!("weight {:.3}", u.weight),
+                (Some(note), false) => format!("refused: {note}"),
+                (None, false) => "refused".to_string(),
+            };
+            let _ = writeln!(
+                m,
+                "  {:<20} {:5.1} days  {:>9} samples  {:5.1}% matched  {what}",
+                if u.host.is_empty() { "?" } else { &u.host },
+                u.age_days,
+                u.samples,
+                100.0 * u.matched_fraction
+            );
+        }
+    }
     let _ = writeln!(m, "\ngate:");
     for c in &r.gate {
         let _ = writeln!(

@@ -15,7 +15,9 @@
 
 pub mod config;
 pub mod fetch;
+pub mod fleet;
 pub mod gate;
+mod gather;
 pub mod git;
 pub mod lock;
 mod message;
@@ -29,11 +31,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::binary::fingerprint::{fingerprints, Fingerprints};
+use crate::binary::fingerprint::Fingerprints;
 use crate::binary::{Binary, BinaryError};
 use crate::graph::{drift, merge, Graph, GraphError};
 use crate::profile::record::RecordError;
-use crate::profile::{self, ProfileError};
+use crate::profile::ProfileError;
 use crate::store::meta::{self, Meta, MetaError};
 use crate::store::{Store, StoreError};
 
@@ -85,6 +87,9 @@ pub struct RunOptions {
     /// Set by a signal (`measure::cancel::on_interrupt`): the run stops at the next check,
     /// stops what it started, and leaves the branch as it was.
     pub cancel: &'static AtomicBool,
+    /// The fleet's merge job: merge the recent uploads of every host ([`fleet`]) instead of
+    /// recording the service here.
+    pub from_uploads: bool,
 }
 
 /// What a run is doing, for a progress display: a recording of the configured length says
@@ -128,6 +133,9 @@ pub struct Report {
     pub functions_for_99_percent: usize,
     pub previous: Option<Previous>,
     pub drift: Option<Drift>,
+    /// The fleet's merge job: every upload in the window, merged or refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploads: Option<Vec<fleet::HostUpload>>,
     /// Set when the gate passed: the stored profile, the meta file, the commit.
     pub object: Option<String>,
     pub object_existed: bool,
@@ -174,55 +182,45 @@ pub fn run(
         ),
         source,
     })?;
-    let rec = service::record(config, &scratch.0, opts.cancel, &mut |elapsed, total| {
-        progress(Progress::Recording { elapsed, total })
-    })?;
-    let binary = Binary::open(&rec.binary)?;
-    let opts_read = profile::Options {
-        pid: Some(rec.pid),
-        ..Default::default()
+    let mut g = if opts.from_uploads {
+        progress(Progress::Finishing);
+        fleet::from_uploads(config, std::time::SystemTime::now())?
+    } else {
+        gather::from_recording(config, &scratch.0, opts.cancel, progress)?
     };
-    let (new, stats) = profile::read(&rec.perf_data, &binary, &opts_read, &mut |done, total| {
-        progress(Progress::Reading { done, total })
-    })?;
     if opts.cancel.load(Ordering::SeqCst) {
         return Err(PipelineError::Interrupted);
     }
-    progress(Progress::Finishing);
-    let prints = fingerprints(&binary).map_err(|source| PipelineError::Io {
-        what: format!("cannot read the code of {}", binary.path.display()),
-        source,
-    })?;
-    let resolved = if stats.samples_in_binary == 0 {
-        0.0
-    } else {
-        1.0 - stats.samples_unresolved as f64 / stats.samples_in_binary as f64
-    };
-
-    let (previous, old) = previous_profile(previous_meta, &binary, &prints, config);
-    let drift = old.as_ref().map(|o| drift::drift(o, &new, TOP_MOVERS));
+    let (mut previous, old) = previous_profile(previous_meta, &g.binary, &g.prints, config);
+    if let Some(p) = previous.as_mut().filter(|_| opts.from_uploads) {
+        // The uploads' own decay by age replaces the decay of the previous profile.
+        p.merged = false;
+        p.note = Some("the fleet's uploads in the window replace it (compared for drift only)".into());
+    }
+    let drift = old.as_ref().map(|o| drift::drift(o, &g.graph, TOP_MOVERS));
     let checks = gate::check(
         &config.gate,
         &gate::Facts {
-            samples: stats.samples_in_binary,
-            resolved,
+            samples: g.samples,
+            resolved: g.resolved,
             drift: drift.as_ref().map(|d| d.distance),
         },
     );
-    let (sampled_functions, functions_for_99_percent) = coverage(&new);
+    let (sampled_functions, functions_for_99_percent) = coverage(&g.graph);
     let mut report = Report {
         service: config.service.name.clone(),
         passed: checks.iter().all(|c| c.passed),
         gate: checks,
-        samples: stats.samples_in_binary,
-        resolved_fraction: resolved,
-        window_start: meta::time(rec.start),
-        window_end: meta::time(rec.end),
-        seconds: rec.outcome.wall_seconds,
+        samples: g.samples,
+        resolved_fraction: g.resolved,
+        window_start: meta::time(g.window_start),
+        window_end: meta::time(g.window_end),
+        seconds: g.seconds,
         sampled_functions,
         functions_for_99_percent,
         previous,
         drift,
+        uploads: g.uploads.take(),
         object: None,
         object_existed: false,
         meta: config.repo.meta.clone(),
@@ -235,34 +233,15 @@ pub fn run(
         return Ok(report);
     }
 
-    let mut merged = match &old {
-        Some(o) if report.previous.as_ref().is_some_and(|p| p.merged) => {
-            merge::merge(&new, o, config.merge.decay)
-        }
-        _ => new.clone(),
-    };
-    merged.set_header("service", &config.service.name);
-    let version = service::version(config);
-    merged.set_header("binary-version", &version);
-    merged.set_header("window-start", &report.window_start);
-    merged.set_header("window-end", &report.window_end);
-    merged.set_header("samples", stats.samples_in_binary);
-    if let Some(p) = report.previous.as_ref().filter(|p| p.merged) {
-        if let Some(o) = &p.object {
-            merged.set_header("merged-with", format!("{o} decay {}", config.merge.decay));
+    if let (Some(o), Some(p)) = (&old, report.previous.as_ref().filter(|p| p.merged)) {
+        g.graph = merge::merge(&g.graph, o, config.merge.decay);
+        if let Some(object) = &p.object {
+            g.graph
+                .set_header("merged-with", format!("{object} decay {}", config.merge.decay));
         }
     }
-    rematch::add_fingerprints(&mut merged, &prints);
-    let mut bytes = Vec::new();
-    merged
-        .write(&mut bytes)
-        .map_err(|source| PipelineError::Io {
-            what: "cannot write the profile".into(),
-            source,
-        })?;
-    // Every build after this one fetches what is stored: a profile the reader refuses (a v2
-    // writer once wrote names with spaces as they were) must never get there.
-    Graph::read(bytes.as_slice()).map_err(PipelineError::Unreadable)?;
+    let version = service::version(config);
+    let bytes = stored_profile(&mut g, config, &version)?;
 
     let store = Store::open(&config.store.url)?;
     let put = store.put(&bytes)?;
@@ -271,10 +250,10 @@ pub fn run(
         store: crate::store::location(&config.store.url).to_string(),
         size: put.size,
         format: crate::graph::declared_format(&bytes),
-        samples: stats.samples_in_binary,
-        window_start: rec.start,
-        window_end: rec.end,
-        binary_build_id: binary.build_id_hex(),
+        samples: g.samples,
+        window_start: g.window_start,
+        window_end: g.window_end,
+        binary_build_id: g.binary.build_id_hex(),
         binary_version: version,
     };
     report.object = Some(put.hash.to_string());
@@ -293,7 +272,37 @@ pub fn run(
         repo.push(remote, branch)?;
         report.pushed_to = Some(remote.clone());
     }
+    // Entries that fell out of the window can never be merged again; their objects go at the
+    // next gc unless a meta version names them.
+    for u in &g.expired {
+        store.withdraw(u).map_err(|e| PipelineError::Service(e.to_string()))?;
+    }
     Ok(report)
+}
+
+/// The profile as the store keeps it: `g`'s graph with the headers that say what it is and the
+/// code fingerprints of its binary, written and read back.
+fn stored_profile(
+    g: &mut gather::Gathered,
+    config: &Config,
+    version: &str,
+) -> Result<Vec<u8>, PipelineError> {
+    let graph = &mut g.graph;
+    graph.set_header("service", &config.service.name);
+    graph.set_header("binary-version", version);
+    graph.set_header("window-start", meta::time(g.window_start));
+    graph.set_header("window-end", meta::time(g.window_end));
+    graph.set_header("samples", g.samples);
+    rematch::add_fingerprints(graph, &g.prints);
+    let mut bytes = Vec::new();
+    graph.write(&mut bytes).map_err(|source| PipelineError::Io {
+        what: "cannot write the profile".into(),
+        source,
+    })?;
+    // Every build after this one fetches what is stored: a profile the reader refuses (a v2
+    // writer once wrote names with spaces as they were) must never get there.
+    Graph::read(bytes.as_slice()).map_err(PipelineError::Unreadable)?;
+    Ok(bytes)
 }
 
 /// The previous profile fitted to `binary`, and what to say about it. Problems with it are

@@ -22,11 +22,39 @@ pub struct Units {
     pub cron: String,
 }
 
-/// Units that run `hottext pipeline run --config CONFIG` weekly. Both paths should be absolute.
-/// A path that no unit file or crontab line can hold (a newline, a control character, not
-/// UTF-8) is refused.
-pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Result<Units, ScheduleError> {
-    let name = format!("hottext-pipeline-{service}");
+/// Which run a schedule starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Job {
+    /// Record here, merge with the previous profile, commit (one host).
+    Refresh,
+    /// A fleet's host: record and upload (`--upload-only`).
+    Upload,
+    /// A fleet's merge job (`--merge-uploads`), six hours after the hosts' uploads.
+    Merge,
+}
+
+impl Job {
+    /// The unit name's suffix, the flag, and when it runs (systemd calendar, cron fields).
+    fn parts(self) -> (&'static str, Option<&'static str>, &'static str, &'static str) {
+        match self {
+            Job::Refresh => ("", None, "weekly", "0 3 * * 1"),
+            Job::Upload => ("-upload", Some("--upload-only"), "weekly", "0 3 * * 1"),
+            Job::Merge => ("-merge", Some("--merge-uploads"), "Mon 06:00", "0 9 * * 1"),
+        }
+    }
+}
+
+/// Units that run `hottext pipeline run --config CONFIG` (with `job`'s flag) weekly. Both paths
+/// should be absolute. A path that no unit file or crontab line can hold (a newline, a control
+/// character, not UTF-8) is refused.
+pub fn weekly(
+    service: &str,
+    hottext: &Path,
+    config: &Path,
+    job: Job,
+) -> Result<Units, ScheduleError> {
+    let (suffix, flag, calendar, cron_time) = job.parts();
+    let name = format!("hottext-pipeline-{service}{suffix}");
     let (hottext, config) = (line_safe(hottext)?, line_safe(config)?);
     if hottext.contains(['\'', '"', '\\']) {
         return Err(ScheduleError::UnsafePath {
@@ -34,7 +62,8 @@ pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Result<Units, Sch
             why: "systemd runs no executable whose path holds a quote or a backslash".into(),
         });
     }
-    let args = ["pipeline", "run", "--config", config];
+    let mut args = vec!["pipeline", "run", "--config", config];
+    args.extend(flag);
     let command = std::iter::once(systemd_word(hottext, false))
         .chain(args.iter().map(|a| systemd_word(a, true)))
         .collect::<Vec<_>>()
@@ -60,7 +89,7 @@ pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Result<Units, Sch
          Description=hottext: weekly profile refresh of {service}\n\
          \n\
          [Timer]\n\
-         OnCalendar=weekly\n\
+         OnCalendar={calendar}\n\
          # A missed run (machine off) runs at the next boot; fleets do not all profile at once.\n\
          Persistent=true\n\
          RandomizedDelaySec=1h\n\
@@ -74,7 +103,7 @@ pub fn weekly(service: &str, hottext: &Path, config: &Path) -> Result<Units, Sch
         name,
         service: unit_service,
         timer: unit_timer,
-        cron: format!("0 3 * * 1 {}", shell_line.replace('%', "\\%")),
+        cron: format!("{cron_time} {}", shell_line.replace('%', "\\%")),
     })
 }
 
@@ -179,6 +208,7 @@ mod tests {
             "server",
             Path::new("/usr/bin/hottext"),
             Path::new("/srv/app/hottext.toml"),
+            Job::Refresh,
         )
         .unwrap();
         assert_eq!(u.name, "hottext-pipeline-server");
@@ -216,7 +246,7 @@ mod tests {
     #[test]
     fn the_cron_line_runs_the_paths_it_names_and_nothing_else() {
         let (root, exe, config) = hostile_install();
-        let cron = weekly("svc", &exe, &config).unwrap().cron;
+        let cron = weekly("svc", &exe, &config, Job::Refresh).unwrap().cron;
         let command = cron.splitn(6, ' ').nth(5).unwrap();
         // As cron does: an unescaped % ends the command; \% is a %.
         assert!(!command.replace("\\%", "").contains('%'), "{cron}");
@@ -238,7 +268,7 @@ mod tests {
     #[test]
     fn systemd_finds_the_executable_of_a_hostile_path() {
         let (root, exe, config) = hostile_install();
-        let units = weekly("svc", &exe, &config).unwrap();
+        let units = weekly("svc", &exe, &config, Job::Refresh).unwrap();
         let unit_dir = root.path().join("units");
         let written = write(&units, &unit_dir).unwrap();
         // systemd-analyze parses ExecStart= as systemd does and checks that its executable
@@ -264,11 +294,25 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_uploads_on_every_host_and_merges_six_hours_later() {
+        let (exe, config) = (Path::new("/usr/bin/hottext"), Path::new("/srv/app/h.toml"));
+        let upload = weekly("server", exe, config, Job::Upload).unwrap();
+        assert_eq!(upload.name, "hottext-pipeline-server-upload");
+        assert!(upload.service.contains("--config /srv/app/h.toml --upload-only\n"));
+        assert!(upload.cron.starts_with("0 3 * * 1 "));
+        let merge = weekly("server", exe, config, Job::Merge).unwrap();
+        assert_eq!(merge.name, "hottext-pipeline-server-merge");
+        assert!(merge.timer.contains("OnCalendar=Mon 06:00\n"));
+        assert!(merge.cron.ends_with("--config /srv/app/h.toml --merge-uploads"));
+    }
+
+    #[test]
     fn a_path_with_a_newline_cannot_be_scheduled() {
         let err = weekly(
             "svc",
             Path::new("/usr/bin/hottext"),
             Path::new("/srv/a\nb.toml"),
+            Job::Refresh,
         )
         .unwrap_err();
         assert!(err.to_string().contains("newline"), "{err}");

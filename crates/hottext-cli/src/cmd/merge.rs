@@ -1,0 +1,221 @@
+//! `hottext merge`: several profiles into one, each weighted, for ad hoc use (the fleet's merge
+//! job, `pipeline run --merge-uploads`, does the same from the store).
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context};
+use hottext::binary::Binary;
+use hottext::graph::merge::merge_weighted;
+use hottext::graph::Graph;
+use hottext::os::files::write_atomic;
+use hottext::pipeline::fleet::age_weight;
+use hottext::pipeline::rematch::rematch;
+use hottext::store::meta::parse_time;
+use serde::Serialize;
+
+use crate::output;
+
+/// Merge profiles into one: each function's samples and each call's weight summed, each
+/// profile scaled by its weight
+///
+/// The first profile leads: its headers are kept, and a function's size comes from the first
+/// profile that has it. Weights are given with --weight, one per profile in order (1 when
+/// omitted), and multiplied by 0.5^(age / --half-life-days) when that is given, the age
+/// counted from each profile's `window-end` header (written by `pipeline run`) to the newest
+/// one's. Counts are summed, so a profile with more samples weighs more in proportion.
+///
+/// Profiles of other builds: with --binary each profile is first fitted to that binary (by
+/// name, then by code for renamed functions, as `fetch` does), and one of which the binary has
+/// less than --min-matched of the weight is refused; without --binary names are merged as
+/// they are.
+///
+/// Examples:
+///   hottext merge host1.profile host2.profile host3.profile -o fleet.profile
+///   hottext merge new.profile old.profile --weight 1 --weight 0.5 -o merged.profile
+///   hottext merge a.profile b.profile --half-life-days 7 --binary ./server -o merged.profile
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The profiles, newest (or leading) first.
+    #[arg(required = true, num_args = 1.., value_name = "PROFILE")]
+    profiles: Vec<PathBuf>,
+    /// The merged profile to write.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// A profile's weight, in the order of the profiles (repeat once per profile).
+    #[arg(long, value_name = "W")]
+    weight: Vec<f64>,
+    /// Decay by age: weight × 0.5^(age in days / this), from the `window-end` headers.
+    #[arg(long, value_name = "DAYS")]
+    half_life_days: Option<f64>,
+    /// Fit every profile to this binary first.
+    #[arg(long, value_name = "BIN")]
+    binary: Option<PathBuf>,
+    /// With --binary: the share of a profile's weight the binary must have, else it is refused.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    min_matched: f64,
+    /// Print what was merged as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One input as merged.
+#[derive(Serialize)]
+struct Input {
+    profile: PathBuf,
+    weight: f64,
+    matched_fraction: Option<f64>,
+    merged: bool,
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    output: &'a PathBuf,
+    inputs: Vec<Input>,
+    functions: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if !args.weight.is_empty() && args.weight.len() != args.profiles.len() {
+        bail!(
+            "{} --weight values for {} profiles: give one per profile, in their order",
+            args.weight.len(),
+            args.profiles.len()
+        );
+    }
+    if let Some(w) = args.weight.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+        bail!("--weight {w}: a weight is a number of 0 or more");
+    }
+    if let Some(h) = args.half_life_days.filter(|h| !(h.is_finite() && *h > 0.0)) {
+        bail!("--half-life-days {h}: give a number of days above 0");
+    }
+    if !(0.0..=1.0).contains(&args.min_matched) {
+        bail!("--min-matched {}: a fraction between 0 and 1", args.min_matched);
+    }
+    let profiles: Vec<Graph> = args
+        .profiles
+        .iter()
+        .map(|p| {
+            let file = File::open(p).with_context(|| format!("cannot open profile {}", p.display()))?;
+            Graph::read(BufReader::with_capacity(1 << 20, file))
+                .with_context(|| format!("cannot read profile {}", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let ends = window_ends(&args, &profiles)?;
+    let binary = args.binary.as_deref().map(Binary::open).transpose()?;
+    let prints = match &binary {
+        Some(b) => Some(
+            hottext::binary::fingerprint::fingerprints(b)
+                .with_context(|| format!("cannot read the code of {}", b.path.display()))?,
+        ),
+        None => None,
+    };
+    let newest = ends.iter().flatten().max().copied();
+    let mut inputs = Vec::new();
+    let mut parts: Vec<(Graph, f64)> = Vec::new();
+    for (i, profile) in profiles.into_iter().enumerate() {
+        let mut weight = args.weight.get(i).copied().unwrap_or(1.0);
+        if let (Some(half_life), Some(newest), Some(end)) = (args.half_life_days, newest, ends[i]) {
+            let age = newest.duration_since(end).unwrap_or(Duration::ZERO);
+            weight *= age_weight(age, half_life);
+        }
+        let mut input = Input {
+            profile: args.profiles[i].clone(),
+            weight,
+            matched_fraction: None,
+            merged: true,
+            note: None,
+        };
+        let graph = match (&binary, &prints) {
+            (Some(b), Some(prints)) => {
+                let (fitted, matched) = rematch(&profile, b, prints);
+                input.matched_fraction = Some(matched.share());
+                if matched.share() < args.min_matched {
+                    input.merged = false;
+                    input.weight = 0.0;
+                    input.note = Some(format!(
+                        "{} has {:.1}% of its weight, below --min-matched",
+                        b.path.display(),
+                        100.0 * matched.share()
+                    ));
+                }
+                fitted
+            }
+            _ => profile,
+        };
+        if input.merged {
+            parts.push((graph, weight));
+        } else {
+            output::warn(format!(
+                "{} is left out: {}",
+                input.profile.display(),
+                input.note.as_deref().unwrap_or("")
+            ));
+        }
+        inputs.push(input);
+    }
+    if parts.is_empty() {
+        bail!("every profile was refused: nothing to merge");
+    }
+    let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(g, w)| (g, *w)).collect();
+    let merged = merge_weighted(&weighted);
+    let mut bytes = Vec::new();
+    merged.write(&mut bytes).context("cannot write the merged profile")?;
+    write_atomic(&args.output, &bytes)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    let summary = Summary {
+        output: &args.output,
+        functions: merged.funcs().len(),
+        inputs,
+    };
+    if args.json {
+        output::json(&summary)?;
+    } else {
+        for i in &summary.inputs {
+            let matched = i
+                .matched_fraction
+                .map(|m| format!(", {:.1}% matched", 100.0 * m))
+                .unwrap_or_default();
+            println!(
+                "{} weight {:.3}{matched}{}",
+                i.profile.display(),
+                i.weight,
+                if i.merged { "" } else { " (left out)" }
+            );
+        }
+        println!(
+            "wrote {} ({} functions)",
+            args.output.display(),
+            summary.functions
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each profile's `window-end` header, when --half-life-days needs it; a profile without one
+/// is an error that names it.
+fn window_ends(args: &Args, profiles: &[Graph]) -> anyhow::Result<Vec<Option<SystemTime>>> {
+    profiles
+        .iter()
+        .zip(&args.profiles)
+        .map(|(g, path)| {
+            if args.half_life_days.is_none() {
+                return Ok(None);
+            }
+            let text = g.header("window-end").with_context(|| {
+                format!(
+                    "{} has no window-end header (pipeline run writes one): --half-life-days cannot tell its age; give --weight instead",
+                    path.display()
+                )
+            })?;
+            parse_time(text)
+                .map(Some)
+                .with_context(|| format!("{}: window-end '{text}' is not an RFC 3339 time", path.display()))
+        })
+        .collect()
+}

@@ -1,0 +1,269 @@
+//! A service on many hosts, as the hot-text paper's framework runs it: each host's scheduled
+//! run records the service and uploads its profile ([`upload`], `pipeline run --upload-only`),
+//! and one scheduled job merges the recent uploads of every host ([`from_uploads`],
+//! `pipeline run --merge-uploads`), then gates, stores and commits like a single host's run.
+//!
+//! The merge fits every upload to the binary being built ([`rematch`]: by name, then by code),
+//! refuses an upload of which the binary has less than `[fleet] min_matched` (another build,
+//! too far apart), and weighs the rest by age: weight = 0.5^(age / `half_life_days`). Counts
+//! are summed, so a host that recorded more samples weighs more in proportion.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::config::Config;
+use super::gate::{self, Check};
+use super::gather::{self, Gathered};
+use super::rematch::rematch;
+use super::{service, stored_profile, PipelineError, Progress};
+use crate::binary::Binary;
+use crate::graph::merge::merge_weighted;
+use crate::graph::Graph;
+use crate::store::meta::{self, Meta};
+use crate::store::uploads::{check_name, Upload};
+use crate::store::Store;
+
+/// One upload as the merge job saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostUpload {
+    /// The entry's key in the store.
+    pub entry: String,
+    pub host: String,
+    pub object: Option<String>,
+    pub window_end: Option<String>,
+    pub age_days: f64,
+    pub samples: u64,
+    /// Share (0 to 1) of the upload's weight that the binary has.
+    pub matched_fraction: f64,
+    /// 0.5^(age / half-life) when merged, 0 when refused.
+    pub weight: f64,
+    pub merged: bool,
+    /// Why it was refused.
+    pub note: Option<String>,
+}
+
+/// What an upload-only run did.
+#[derive(Debug, Clone, Serialize)]
+pub struct UploadReport {
+    pub service: String,
+    pub host: String,
+    pub passed: bool,
+    pub gate: Vec<Check>,
+    pub samples: u64,
+    pub resolved_fraction: f64,
+    pub window_start: String,
+    pub window_end: String,
+    /// Set when the gate passed: the stored profile and its entry.
+    pub object: Option<String>,
+    pub entry: Option<String>,
+}
+
+/// This host's name in its uploads: `[service] host`, else the kernel's host name.
+fn host_name(config: &Config) -> Result<String, PipelineError> {
+    let host = match &config.service.host {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_err(|source| PipelineError::Io {
+                what: "cannot read this host's name (set [service] host)".into(),
+                source,
+            })?
+            .trim()
+            .to_string(),
+    };
+    check_name("host", &host).map_err(|e| PipelineError::Service(format!("{e}; set [service] host")))?;
+    Ok(host)
+}
+
+/// Records the service, and if the gate passes (samples and symbols; there is no previous
+/// profile to drift from), stores the profile and announces it as this host's upload. Needs no
+/// repository: hosts have the config, the merge job has the repository.
+pub fn upload(
+    config: &Config,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<UploadReport, PipelineError> {
+    let host = host_name(config)?;
+    check_name("[service] name", &config.service.name).map_err(PipelineError::Service)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("hottext-upload-")
+        .tempdir()
+        .map_err(|source| PipelineError::Io {
+            what: "cannot make a temporary directory".into(),
+            source,
+        })?;
+    let mut g = gather::from_recording(config, scratch.path(), cancel, progress)?;
+    let facts = gate::Facts {
+        samples: g.samples,
+        resolved: g.resolved,
+        drift: None,
+    };
+    let checks = gate::check(&config.gate, &facts);
+    let mut report = UploadReport {
+        service: config.service.name.clone(),
+        host: host.clone(),
+        passed: checks.iter().all(|c| c.passed),
+        gate: checks,
+        samples: g.samples,
+        resolved_fraction: g.resolved,
+        window_start: meta::time(g.window_start),
+        window_end: meta::time(g.window_end),
+        object: None,
+        entry: None,
+    };
+    if !report.passed {
+        return Ok(report);
+    }
+    let version = service::version(config);
+    g.graph.set_header("host", &host);
+    let bytes = stored_profile(&mut g, config, &version)?;
+    let store = Store::open(&config.store.url)?;
+    let put = store.put(&bytes)?;
+    let upload = Upload {
+        service: config.service.name.clone(),
+        host,
+        meta: Meta {
+            object: put.hash,
+            store: crate::store::location(&config.store.url).to_string(),
+            size: put.size,
+            format: crate::graph::declared_format(&bytes),
+            samples: g.samples,
+            window_start: g.window_start,
+            window_end: g.window_end,
+            binary_build_id: g.binary.build_id_hex(),
+            binary_version: version,
+        },
+    };
+    report.entry = Some(store.announce(&upload).map_err(upload_error)?);
+    report.object = Some(put.hash.to_string());
+    Ok(report)
+}
+
+fn upload_error(e: crate::store::uploads::UploadError) -> PipelineError {
+    match e {
+        crate::store::uploads::UploadError::Store(s) => PipelineError::Store(s),
+        other => PipelineError::Service(other.to_string()),
+    }
+}
+
+/// An upload's weight at `age`.
+pub fn age_weight(age: Duration, half_life_days: f64) -> f64 {
+    0.5f64.powf(age.as_secs_f64() / 86400.0 / half_life_days)
+}
+
+/// The uploads of the service in the window before `now`, fitted to `[service] binary`,
+/// weighed by age and merged, newest first.
+pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, PipelineError> {
+    let path = config.service.binary.as_ref().ok_or_else(|| {
+        PipelineError::Service(
+            "--merge-uploads needs [service] binary: every host's profile is fitted to it".into(),
+        )
+    })?;
+    let binary = Binary::open(path)?;
+    let prints = gather::code_of(&binary)?;
+    let store = Store::open(&config.store.url)?;
+    let fleet = &config.fleet;
+    let since = now
+        .checked_sub(Duration::from_secs_f64(fleet.window_days * 86400.0))
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let entries = store
+        .uploads(&config.service.name, SystemTime::UNIX_EPOCH)
+        .map_err(upload_error)?;
+    let (mut seen, mut expired, mut parts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut samples, mut window) = (0u64, None::<(SystemTime, SystemTime)>);
+    for entry in entries {
+        let upload = match entry {
+            Ok(u) if u.meta.window_end < since => {
+                expired.push(u);
+                continue;
+            }
+            Ok(u) => u,
+            Err(e) => {
+                seen.push(refused(String::new(), String::new(), e.to_string()));
+                continue;
+            }
+        };
+        let age = now.duration_since(upload.meta.window_end).unwrap_or_default();
+        let mut host = refused(upload.key(), upload.host.clone(), String::new());
+        host.object = Some(upload.meta.object.to_string());
+        host.window_end = Some(meta::time(upload.meta.window_end));
+        host.age_days = age.as_secs_f64() / 86400.0;
+        host.samples = upload.meta.samples;
+        let profile = store
+            .get(&upload.meta.object)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| Graph::read(bytes.as_slice()).map_err(|e| e.to_string()));
+        let profile = match profile {
+            Ok(p) => p,
+            Err(e) => {
+                host.note = Some(format!("its profile cannot be read: {e}"));
+                seen.push(host);
+                continue;
+            }
+        };
+        let (fitted, matched) = rematch(&profile, &binary, &prints);
+        host.matched_fraction = matched.share();
+        if host.matched_fraction < fleet.min_matched {
+            host.note = Some(format!(
+                "the binary has {:.1}% of its weight, below [fleet] min_matched {:.1}%: recorded on another build",
+                100.0 * host.matched_fraction,
+                100.0 * fleet.min_matched
+            ));
+            seen.push(host);
+            continue;
+        }
+        host.weight = age_weight(age, fleet.half_life_days);
+        host.merged = true;
+        samples += upload.meta.samples;
+        let (start, end) = (upload.meta.window_start, upload.meta.window_end);
+        window = Some(window.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
+        parts.push((end, fitted, host.weight));
+        seen.push(host);
+    }
+    // Newest first: the newest upload's sizes and headers lead.
+    parts.sort_by(|a, b| b.0.cmp(&a.0));
+    let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(_, g, w)| (g, *w)).collect();
+    let (window_start, window_end) = window.unwrap_or((now, now));
+    Ok(Gathered {
+        binary,
+        prints,
+        graph: merge_weighted(&weighted),
+        samples,
+        // Each upload passed its host's gate, which checks symbols.
+        resolved: 1.0,
+        window_start,
+        window_end,
+        seconds: 0.0,
+        uploads: Some(seen),
+        expired,
+    })
+}
+
+fn refused(entry: String, host: String, note: String) -> HostUpload {
+    HostUpload {
+        entry,
+        host,
+        object: None,
+        window_end: None,
+        age_days: 0.0,
+        samples: 0,
+        matched_fraction: 0.0,
+        weight: 0.0,
+        merged: false,
+        note: (!note.is_empty()).then_some(note),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_halves_every_half_life() {
+        let day = Duration::from_secs(86400);
+        assert_eq!(age_weight(Duration::ZERO, 7.0), 1.0);
+        assert!((age_weight(day * 7, 7.0) - 0.5).abs() < 1e-12);
+        assert!((age_weight(day * 14, 7.0) - 0.25).abs() < 1e-12);
+    }
+}
