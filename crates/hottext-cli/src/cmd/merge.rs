@@ -19,10 +19,10 @@ use serde::Serialize;
 
 use crate::output;
 
-/// Merge profiles into one: each function's samples and each call's weight summed, each
-/// profile scaled by its weight
+/// Merge profiles into one, each scaled by its weight
 ///
-/// The first profile leads: its headers are kept, and a function's size comes from the first
+/// Each function's samples and each call's weight are summed, every profile's scaled by its
+/// weight. The first profile leads: its headers are kept, and a function's size comes from the first
 /// profile that has it. Weights are given with --weight, one per profile in order (1 when
 /// omitted), and multiplied by 0.5^(age / --half-life-days) when that is given, the age
 /// counted from each profile's `window-end` header (written by `pipeline run`) to the newest
@@ -95,13 +95,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--half-life-days {h}: give a number of days above 0");
     }
     if !(0.0..=1.0).contains(&args.min_matched) {
-        bail!("--min-matched {}: a fraction between 0 and 1", args.min_matched);
+        bail!(
+            "--min-matched {}: a fraction between 0 and 1",
+            args.min_matched
+        );
     }
     let profiles: Vec<Graph> = args
         .profiles
         .iter()
         .map(|p| {
-            let file = File::open(p).with_context(|| format!("cannot open profile {}", p.display()))?;
+            let file =
+                File::open(p).with_context(|| format!("cannot open profile {}", p.display()))?;
             Graph::read(BufReader::with_capacity(1 << 20, file))
                 .with_context(|| format!("cannot read profile {}", p.display()))
         })
@@ -165,7 +169,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(g, w)| (g, *w)).collect();
     let merged = merge_weighted(&weighted);
     let mut bytes = Vec::new();
-    merged.write(&mut bytes).context("cannot write the merged profile")?;
+    merged
+        .write(&mut bytes)
+        .context("cannot write the merged profile")?;
     write_atomic(&args.output, &bytes)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     let summary = Summary {

@@ -72,7 +72,8 @@ fn host_name(config: &Config) -> Result<String, PipelineError> {
             .trim()
             .to_string(),
     };
-    check_name("host", &host).map_err(|e| PipelineError::Service(format!("{e}; set [service] host")))?;
+    check_name("host", &host)
+        .map_err(|e| PipelineError::Service(format!("{e}; set [service] host")))?;
     Ok(host)
 }
 
@@ -184,7 +185,9 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
                 continue;
             }
         };
-        let age = now.duration_since(upload.meta.window_end).unwrap_or_default();
+        let age = now
+            .duration_since(upload.meta.window_end)
+            .unwrap_or_default();
         let mut host = refused(upload.key(), upload.host.clone(), String::new());
         host.object = Some(upload.meta.object.to_string());
         host.window_end = Some(meta::time(upload.meta.window_end));
@@ -222,7 +225,7 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
         seen.push(host);
     }
     // Newest first: the newest upload's sizes and headers lead.
-    parts.sort_by(|a, b| b.0.cmp(&a.0));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(_, g, w)| (g, *w)).collect();
     let (window_start, window_end) = window.unwrap_or((now, now));
     Ok(Gathered {

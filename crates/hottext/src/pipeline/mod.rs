@@ -195,7 +195,8 @@ pub fn run(
     if let Some(p) = previous.as_mut().filter(|_| opts.from_uploads) {
         // The uploads' own decay by age replaces the decay of the previous profile.
         p.merged = false;
-        p.note = Some("the fleet's uploads in the window replace it (compared for drift only)".into());
+        p.note =
+            Some("the fleet's uploads in the window replace it (compared for drift only)".into());
     }
     let drift = old.as_ref().map(|o| drift::drift(o, &g.graph, TOP_MOVERS));
     let checks = gate::check(
@@ -236,8 +237,10 @@ pub fn run(
     if let (Some(o), Some(p)) = (&old, report.previous.as_ref().filter(|p| p.merged)) {
         g.graph = merge::merge(&g.graph, o, config.merge.decay);
         if let Some(object) = &p.object {
-            g.graph
-                .set_header("merged-with", format!("{object} decay {}", config.merge.decay));
+            g.graph.set_header(
+                "merged-with",
+                format!("{object} decay {}", config.merge.decay),
+            );
         }
     }
     let version = service::version(config);
@@ -275,7 +278,9 @@ pub fn run(
     // Entries that fell out of the window can never be merged again; their objects go at the
     // next gc unless a meta version names them.
     for u in &g.expired {
-        store.withdraw(u).map_err(|e| PipelineError::Service(e.to_string()))?;
+        store
+            .withdraw(u)
+            .map_err(|e| PipelineError::Service(e.to_string()))?;
     }
     Ok(report)
 }
@@ -295,10 +300,12 @@ fn stored_profile(
     graph.set_header("samples", g.samples);
     rematch::add_fingerprints(graph, &g.prints);
     let mut bytes = Vec::new();
-    graph.write(&mut bytes).map_err(|source| PipelineError::Io {
-        what: "cannot write the profile".into(),
-        source,
-    })?;
+    graph
+        .write(&mut bytes)
+        .map_err(|source| PipelineError::Io {
+            what: "cannot write the profile".into(),
+            source,
+        })?;
     // Every build after this one fetches what is stored: a profile the reader refuses (a v2
     // writer once wrote names with spaces as they were) must never get there.
     Graph::read(bytes.as_slice()).map_err(PipelineError::Unreadable)?;

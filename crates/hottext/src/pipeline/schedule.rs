@@ -35,7 +35,14 @@ pub enum Job {
 
 impl Job {
     /// The unit name's suffix, the flag, and when it runs (systemd calendar, cron fields).
-    fn parts(self) -> (&'static str, Option<&'static str>, &'static str, &'static str) {
+    fn parts(
+        self,
+    ) -> (
+        &'static str,
+        Option<&'static str>,
+        &'static str,
+        &'static str,
+    ) {
         match self {
             Job::Refresh => ("", None, "weekly", "0 3 * * 1"),
             Job::Upload => ("-upload", Some("--upload-only"), "weekly", "0 3 * * 1"),
@@ -298,12 +305,16 @@ mod tests {
         let (exe, config) = (Path::new("/usr/bin/hottext"), Path::new("/srv/app/h.toml"));
         let upload = weekly("server", exe, config, Job::Upload).unwrap();
         assert_eq!(upload.name, "hottext-pipeline-server-upload");
-        assert!(upload.service.contains("--config /srv/app/h.toml --upload-only\n"));
+        assert!(upload
+            .service
+            .contains("--config /srv/app/h.toml --upload-only\n"));
         assert!(upload.cron.starts_with("0 3 * * 1 "));
         let merge = weekly("server", exe, config, Job::Merge).unwrap();
         assert_eq!(merge.name, "hottext-pipeline-server-merge");
         assert!(merge.timer.contains("OnCalendar=Mon 06:00\n"));
-        assert!(merge.cron.ends_with("--config /srv/app/h.toml --merge-uploads"));
+        assert!(merge
+            .cron
+            .ends_with("--config /srv/app/h.toml --merge-uploads"));
     }
 
     #[test]

@@ -36,9 +36,9 @@
 mod hash;
 mod local;
 pub mod meta;
-pub mod uploads;
 #[cfg(feature = "remote")]
 mod remote;
+pub mod uploads;
 
 use std::collections::HashSet;
 use std::io;

@@ -192,7 +192,11 @@ impl Backend for Remote {
         Ok(metas
             .into_iter()
             .filter_map(|m| {
-                let parts: Vec<String> = m.location.prefix_match(&folder)?.map(|p| p.as_ref().to_string()).collect();
+                let parts: Vec<String> = m
+                    .location
+                    .prefix_match(&folder)?
+                    .map(|p| p.as_ref().to_string())
+                    .collect();
                 let name = parts.join("/");
                 let secs = u64::try_from(m.last_modified.timestamp()).ok()?;
                 Some(RawObject {

@@ -46,8 +46,7 @@ pub enum UploadError {
 /// path): 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
 pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if name.is_empty() || name.len() > 64 || name.starts_with('.') || !name.chars().all(allowed)
-    {
+    if name.is_empty() || name.len() > 64 || name.starts_with('.') || !name.chars().all(allowed) {
         return Err(format!(
             "{what} '{}' cannot name an upload: use 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot)",
             name.escape_debug()
@@ -84,7 +83,8 @@ impl Upload {
             key: key.to_string(),
             msg,
         };
-        let meta = Meta::parse(text, Path::new(key)).map_err(|e: MetaError| malformed(e.to_string()))?;
+        let meta =
+            Meta::parse(text, Path::new(key)).map_err(|e: MetaError| malformed(e.to_string()))?;
         let field = |name: &str| -> Result<String, UploadError> {
             let prefix = format!("{name}: ");
             let value = text
@@ -206,9 +206,24 @@ mod tests {
     fn entries_read_back_oldest_first_and_old_ones_are_left_out() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-        let late = upload(&store, "b", "# hottext profile v1\nfn f 1 1\n", 2_000_000_000);
-        let early = upload(&store, "a", "# hottext profile v1\nfn g 1 1\n", 1_900_000_000);
-        let ancient = upload(&store, "c", "# hottext profile v1\nfn h 1 1\n", 1_000_000_000);
+        let late = upload(
+            &store,
+            "b",
+            "# hottext profile v1\nfn f 1 1\n",
+            2_000_000_000,
+        );
+        let early = upload(
+            &store,
+            "a",
+            "# hottext profile v1\nfn g 1 1\n",
+            1_900_000_000,
+        );
+        let ancient = upload(
+            &store,
+            "c",
+            "# hottext profile v1\nfn h 1 1\n",
+            1_000_000_000,
+        );
         for u in [&late, &early, &ancient] {
             store.announce(u).unwrap();
         }
