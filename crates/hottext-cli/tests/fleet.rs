@@ -1,5 +1,6 @@
 //! A service on many hosts, on the real S3-compatible server: three "hosts" (the service run
-//! three times, one of them another build) record and upload at once with
+//! three times: one under another mix of requests, one another build) record and upload at once
+//! with
 //! `pipeline run --upload-only`, a fourth uploads a profile of another program, and the merge
 //! job (`pipeline run --merge-uploads`) merges what fits the binary, weighted by age, and
 //! commits it.
@@ -32,9 +33,11 @@ int main(void) { signal(SIGTERM, on_term); unsigned long s = 0;
 /// Half a day's weight in a few seconds: the uploads' ages make their weights differ.
 const HALF_LIFE_DAYS: f64 = 0.0001;
 
-fn config(store: &str, host: &str, binary: &str, seconds: f64) -> String {
+/// A host's config: `stride` sets the service's mix of requests (its load).
+fn config(store: &str, host: &str, binary: &str, seconds: f64, stride: u32) -> String {
     format!(
-        "[service]\nname = \"svc\"\nhost = \"{host}\"\nbinary = \"{binary}\"\ncommand = [\"./{binary}\"]\n\
+        "[service]\nname = \"svc\"\nhost = \"{host}\"\nbinary = \"{binary}\"\n\
+         command = [\"./{binary}\", \"0\", \"{stride}\"]\n\
          startup_seconds = 0.2\nversion = \"1.0\"\n[record]\nseconds = {seconds}\n\
          [store]\nurl = \"{store}\"\n[repo]\nmeta = \"hottext/svc.meta\"\n\
          [fleet]\nhalf_life_days = {HALF_LIFE_DAYS}\nwindow_days = 1\n[gate]\nmin_samples = 50\n"
@@ -80,15 +83,16 @@ fn three_hosts_upload_at_once_and_the_merge_job_sums_what_fits_by_age() {
         ],
         &hosts,
     );
-    for (host, binary, seconds) in [
-        ("a", "svc", 1.0),
-        ("b", "svc", 2.0),
-        ("c", "svc2", 1.5),
-        ("d", "other", 1.0),
+    // b serves another mix of requests (only even ones), c runs another build.
+    for (host, binary, seconds, stride) in [
+        ("a", "svc", 1.0, 1),
+        ("b", "svc", 2.0, 2),
+        ("c", "svc2", 1.5, 1),
+        ("d", "other", 1.0, 1),
     ] {
         std::fs::write(
             hosts.join(format!("{host}.toml")),
-            config(&store, host, binary, seconds),
+            config(&store, host, binary, seconds, stride),
         )
         .unwrap();
     }
@@ -129,6 +133,7 @@ fn three_hosts_upload_at_once_and_the_merge_job_sums_what_fits_by_age() {
         "merger",
         &hosts.join("svc").display().to_string(),
         1.0,
+        1,
     );
     repo_with(&repo, &[("hottext.toml", &merge_config)]);
     let out = hottext_env(

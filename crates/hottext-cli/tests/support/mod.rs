@@ -195,7 +195,8 @@ pub fn repo_with(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["commit", "-q", "-m", "the service"]);
 }
 
-/// A small service: a loop over a few dozen functions until SIGTERM (or `argv[1]` rounds),
+/// A small service: a loop over a few dozen functions until SIGTERM (or `argv[1]` rounds; a
+/// stride in `argv[2]` changes the mix of requests),
 /// built with function sections and frame pointers so perf sees its callers.
 pub const SERVICE_C: &str = r#"
 #include <signal.h>
@@ -227,7 +228,9 @@ __attribute__((noinline)) unsigned long serve(unsigned long i) {
 int main(int argc, char **argv) {
     signal(SIGTERM, on_term);
     unsigned long rounds = argc > 1 ? strtoul(argv[1], 0, 10) : 0, sum = 0;
-    for (unsigned long i = 0; !stop && (rounds == 0 || i < rounds); i++) sum += serve(i);
+    /* argv[2], a stride, changes the mix of requests: 2 serves only even ones. */
+    unsigned long stride = argc > 2 ? strtoul(argv[2], 0, 10) : 1;
+    for (unsigned long i = 0; !stop && (rounds == 0 || i < rounds); i++) sum += serve(i * stride);
     printf("%lu\n", sum);
     return 0;
 }
