@@ -19,10 +19,11 @@
 //! these VMs.
 //!
 //! ```no_run
-//! use hottext::measure::{events::EventPlan, stat};
+//! use hottext::measure::{cancel, events::EventPlan, stat};
 //!
 //! let plan = EventPlan::probe()?;
-//! let run = stat(&plan, &["sh", "-c", "sleep 0.1"], std::process::Stdio::inherit())?;
+//! let stdout = std::process::Stdio::inherit();
+//! let run = stat(&plan, &["sh", "-c", "sleep 0.1"], stdout, cancel::never())?;
 //! println!("{:?}", run.counts.get(hottext::measure::events::Counter::WallTime));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
