@@ -15,7 +15,9 @@
 #      without a PMU
 #   7. run the bfd binary with the huge-page runtime as a service, check its pages and checksum,
 #      and measure it against the baseline
-#   8. one summary table (summary.py) from the JSON each step left in BUILD
+#   8. one HTML report (hottext report: heat maps before and after, figures, forest plot of the
+#      verdicts, huge pages) in BUILD/report.html, and one summary table (summary.py) from the
+#      JSON each step left in BUILD
 #
 # Environment: BUILD (default build/demo), RUNS (measured rounds, at least 6, default 10),
 # REQUESTS (per run, default 200000), LINKERS (default "bfd gold lld").
@@ -29,7 +31,8 @@ linkers=${LINKERS:-bfd gold lld}
 hottext=$root/target/release/hottext
 mkdir -p "$build"
 # The summary reads these; a stale one from an earlier run must not pass for this run's.
-rm -f "$build"/ab-*.json "$build"/sim-*.json "$build/order.json" "$build/verify-huge.json"
+rm -f "$build"/ab-*.json "$build"/sim-*.json "$build/order.json" "$build/verify-huge.json" \
+    "$build/report.html"
 
 step() { printf '\n== %s\n' "$*"; }
 demo_make() { make --no-print-directory -C "$here" BUILD="$build" "$@"; }
@@ -116,6 +119,13 @@ echo "-- bfd with huge pages against the bfd baseline"
     --metric '([0-9]+) requests/s' --metric-name requests/s --higher-is-better \
     --expect-same 'checksum: ([0-9a-f]+)' --json >"$build/ab-huge.json"
 
+step "report: one HTML page with the heat maps, the figures and the verdicts"
+"$hottext" report --title "hottext demo" --profile "$build/demo.profile" \
+    --before "$build/base-bfd" --after "$build/huge-bfd" \
+    "$build/order.json" "$build/ab-bfd.json" "$build/sim-bfd.json" "$build/ab-huge.json" \
+    "$build/verify-huge.json" -o "$build/report.html"
+
 python3 "$here/summary.py" "$build" $linkers
 echo
 echo "every figure above, run by run: $build/ab-*.json, $build/order.json, $build/verify-huge.json"
+echo "the report, to open in a browser: $build/report.html"

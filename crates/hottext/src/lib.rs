@@ -37,5 +37,6 @@ pub mod measure;
 pub mod os;
 pub mod pipeline;
 pub mod profile;
+pub mod report;
 pub mod store;
 pub mod verify;

@@ -7,6 +7,7 @@ pub mod order;
 pub mod pipeline;
 pub mod profile;
 pub mod record;
+pub mod report;
 mod simulate;
 pub mod stat;
 pub mod store;

@@ -204,6 +204,22 @@ pub fn hottest_pages(
     (count, pages)
 }
 
+/// The samples on each block of `block` bytes that holds any (block number = address / block),
+/// each function's samples spread evenly over its bytes, in block order: the heat map of
+/// `hottext report`.
+pub fn samples_by_block(graph: &Graph, at: &Placement, block: u64) -> Vec<(u64, f64)> {
+    let mass = block_mass(graph, at, block);
+    let mut blocks: foldhash::HashMap<u64, f64> = mass.shared;
+    for run in mass.runs {
+        for b in run.first..run.first + run.count {
+            *blocks.entry(b).or_default() += run.mass;
+        }
+    }
+    let mut blocks: Vec<(u64, f64)> = blocks.into_iter().collect();
+    blocks.sort_unstable_by_key(|&(b, _)| b);
+    blocks
+}
+
 /// Equal blocks in a row, all inside one function.
 struct Run {
     first: u64,

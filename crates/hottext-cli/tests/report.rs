@@ -1,0 +1,209 @@
+//! `hottext report` rendered in a real browser (headless Chromium): the demo service recorded,
+//! ordered, relinked and compared for real, its page drawn without a console message (a request
+//! the page tried would be one: its content security policy blocks and reports it), with every
+//! page of both binaries' text in the heat maps and one forest-plot row per compared figure.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{hottext, json, require_perf, run, stderr};
+use hottext::binary::{Binary, HUGE_PAGE};
+
+/// A small demo service: 2000 generated functions over 4 MiB of text.
+const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
+
+fn demo_make(build: &Path, args: &[&str]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
+    let build_arg = format!("BUILD={}", build.display());
+    let mut all = vec!["--no-print-directory", build_arg.as_str()];
+    all.extend(DEMO);
+    all.extend(args);
+    run("make", &all, &dir);
+}
+
+/// What Chromium made of a page: the DOM once its scripts ran, its console messages, and how
+/// long it took; a screenshot goes to `png`.
+fn chromium(page: &Path, png: &Path) -> (String, Vec<String>, Duration) {
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", page.display());
+    let started = Instant::now();
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .expect("this test needs Chromium: apt-get install chromium (`make test` installs it)");
+    let took = started.elapsed();
+    assert!(out.status.success(), "chromium failed: {}", stderr(&out));
+    let console = stderr(&out)
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_string)
+        .collect();
+    let shot = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.status.success(),
+        "chromium screenshot failed: {}",
+        stderr(&shot)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        console,
+        took,
+    )
+}
+
+/// The value of `attribute` on the element whose id is `id`, from a DOM dump.
+fn attribute(dom: &str, id: &str, attribute: &str) -> Option<String> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let start = dom[..at].rfind('<')?;
+    let tag = &dom[start..start + dom[start..].find('>')?];
+    let key = format!("{attribute}=\"");
+    let from = tag.find(&key)? + key.len();
+    Some(tag[from..from + tag[from..].find('"')?].to_string())
+}
+
+/// Pages of 4 KiB from the 2 MiB boundary below the binary's first function to its last byte.
+fn text_pages(binary: &Path) -> u64 {
+    let b = Binary::open(binary).unwrap();
+    let start = b.functions.iter().map(|f| f.start.0).min().unwrap();
+    let end = b.functions.iter().map(|f| f.end().0).max().unwrap();
+    (end - (start - start % HUGE_PAGE)).div_ceil(4096)
+}
+
+#[test]
+fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_message() {
+    require_perf();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    demo_make(d, &["-j2", "objs"]);
+    let (base, hot) = (d.join("base"), d.join("hot"));
+    demo_make(d, &["link", &format!("OUT={}", base.display())]);
+    let (base, hot) = (base.to_str().unwrap(), hot.to_str().unwrap());
+    let steps: [&[&str]; 3] = [
+        &[
+            "record",
+            "-o",
+            "perf.data",
+            "--",
+            base,
+            "--requests",
+            "300000",
+        ],
+        &[
+            "profile",
+            "perf.data",
+            "--binary",
+            base,
+            "-o",
+            "demo.profile",
+        ],
+        &[
+            "order",
+            "demo.profile",
+            "--binary",
+            base,
+            "--format",
+            "ld-script",
+            "-o",
+            "hot.ld",
+            "--json",
+        ],
+    ];
+    for args in steps {
+        let out = hottext(args, d);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        if args[0] == "order" {
+            std::fs::write(d.join("order.json"), &out.stdout).unwrap();
+        }
+    }
+    let script = format!("LDEXTRA=-Wl,-T,{}", d.join("hot.ld").display());
+    demo_make(d, &["link", &format!("OUT={hot}"), &script]);
+    let a = format!("{base} --requests 20000");
+    let b = format!("{hot} --requests 20000");
+    let ab = hottext(
+        &[
+            "ab",
+            "--runs",
+            "6",
+            "-a",
+            &a,
+            "-b",
+            &b,
+            "--metric",
+            "([0-9]+) requests/s",
+            "--metric-name",
+            "requests/s",
+            "--higher-is-better",
+            "--json",
+        ],
+        d,
+    );
+    std::fs::write(d.join("ab.json"), &ab.stdout).unwrap();
+    let rows = json(&ab)["rows"].as_array().unwrap().len();
+
+    let out = hottext(
+        &[
+            "report",
+            "--profile",
+            "demo.profile",
+            "--before",
+            base,
+            "--after",
+            hot,
+            "order.json",
+            "ab.json",
+            "-o",
+            "report.html",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = d.join("report.html");
+    let (dom, console, _) = chromium(&page, &d.join("report.png"));
+    assert!(console.is_empty(), "the page logged: {console:#?}");
+    assert_eq!(
+        attribute(&dom, "heat-data", "type").as_deref(),
+        Some("application/json")
+    );
+    assert!(
+        dom.contains("data-drawn=\"2\""),
+        "the script did not draw both maps"
+    );
+    for (i, binary) in [base, hot].iter().enumerate() {
+        let id = format!("heat-{i}");
+        let cells: u64 = attribute(&dom, &id, "data-cells").unwrap().parse().unwrap();
+        assert_eq!(cells, text_pages(Path::new(binary)), "{binary}");
+        let hot_cells: u64 = attribute(&dom, &id, "data-hot-cells")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            hot_cells > 10 && hot_cells < cells,
+            "{binary}: {hot_cells} of {cells}"
+        );
+    }
+    assert_eq!(dom.matches("class=\"forest-row\"").count(), rows);
+    assert!(dom.contains("Candidate orders") && dom.contains("call weight on its 4 KiB page"));
+    assert!(std::fs::metadata(d.join("report.png")).unwrap().len() > 10_000);
+}

@@ -1,0 +1,53 @@
+//! `hottext report`: one self-contained HTML page from what the other verbs wrote, to send
+//! around: the text's heat map before and after, the layout figures, the A/B verdicts as a
+//! forest plot, the huge pages, and the profile's history. The page loads nothing (its content
+//! security policy forbids every request) and opens from disk.
+
+pub mod heat;
+mod html;
+
+use serde::Serialize;
+
+pub use heat::{heat_map, mark_huge, HeatMap};
+pub use html::render;
+
+/// Everything the page shows; sections without data are left out.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub title: String,
+    /// The files the page was made from, as the user named them.
+    pub sources: Vec<String>,
+    pub heat_maps: Vec<HeatMap>,
+    /// Layout figures (`order --json`): label, the current layout's, the chosen one's.
+    pub figures: Vec<(String, String, String)>,
+    /// `--algorithm auto`'s candidates: algorithm, modelled score, i-cache overflow, 4 KiB pages
+    /// for 99 %, chosen.
+    pub candidates: Vec<(String, f64, f64, u64, bool)>,
+    pub forest: Vec<ForestRow>,
+    /// Each 2 MiB page of a running process's hot range and what backs it (`verify --pid`).
+    pub huge_pages: Vec<(u64, String)>,
+    pub history: Vec<HistoryRow>,
+}
+
+/// One figure of an A/B comparison: B/A with its interval (or, simulated, its spread over
+/// offsets).
+#[derive(Debug, Clone, Serialize)]
+pub struct ForestRow {
+    /// Which comparison: the file it came from.
+    pub source: String,
+    pub label: String,
+    /// B/A and its interval; `None` when there is no ratio (A was 0, or nothing counted).
+    pub ratio: Option<(f64, f64, f64)>,
+    pub verdict: String,
+}
+
+/// One pipeline commit of the meta file.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryRow {
+    pub commit: String,
+    pub date: String,
+    pub samples: String,
+    pub coverage: String,
+    pub drift: String,
+    pub movers: String,
+}
