@@ -148,6 +148,9 @@ fn add_artefact(report: &mut Report, doc: &Value, name: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// How a figure of a JSON document is shown.
+type Shown = dyn Fn(&Value) -> String;
+
 /// The layout rows of an `order --json` document, and its candidates.
 fn order_figures(report: &mut Report, doc: &Value) {
     let (cur, new) = (&doc["current"], &doc["ordered"]);
@@ -157,7 +160,7 @@ fn order_figures(report: &mut Report, doc: &Value) {
             .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
     };
     let distance = |v: &Value| v.as_f64().map_or("-".into(), |x| format!("{x:.3e}"));
-    let rows: [(&str, &str, &dyn Fn(&Value) -> String); 6] = [
+    let rows: [(&str, &str, &Shown); 6] = [
         ("4 KiB pages for 99% of samples", "pages_4k_99", &count),
         ("2 MiB pages for 99% of samples", "pages_2m_99", &count),
         ("call weight within 64 B", "calls_within_64b", &share),
