@@ -207,3 +207,72 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
     assert!(dom.contains("Candidate orders") && dom.contains("call weight on its 4 KiB page"));
     assert!(std::fs::metadata(d.join("report.png")).unwrap().len() > 10_000);
 }
+
+/// A binary of `n` functions of 64 bytes each, `fn_0000000` on, assembled and linked for real.
+fn big_binary(dir: &Path, n: usize) -> std::path::PathBuf {
+    use std::fmt::Write as _;
+    let mut asm = String::with_capacity(n * 110);
+    asm.push_str("\t.text\n");
+    for i in 0..n {
+        let _ = write!(
+            asm,
+            "\t.globl fn_{i:07}\n\t.type fn_{i:07},@function\nfn_{i:07}:\n\tret\n\t.skip 63,0xcc\n\t.size fn_{i:07},64\n"
+        );
+    }
+    asm.push_str(
+        "\t.globl main\n\t.type main,@function\nmain:\n\txor %eax,%eax\n\tret\n\t.size main,3\n\
+         \t.section .note.GNU-stack,\"\",@progbits\n",
+    );
+    std::fs::write(dir.join("big.s"), asm).unwrap();
+    run("gcc", &["-c", "big.s", "-o", "big.o"], dir);
+    run("gcc", &["big.o", "-o", "big"], dir);
+    dir.join("big")
+}
+
+#[test]
+fn a_million_function_report_stays_small_and_renders_quickly() {
+    const N: usize = 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let big = big_binary(d, N);
+    // Samples on a Zipf-like law over every other function, as in a real service.
+    let mut profile = String::from("# hottext profile v1\n");
+    for i in 0..N {
+        let samples = if i % 2 == 0 {
+            (1e6 / (1.0 + i as f64).powf(1.1)) as u64
+        } else {
+            0
+        };
+        profile.push_str(&format!("fn fn_{i:07} 64 {samples}\n"));
+    }
+    std::fs::write(d.join("big.profile"), profile).unwrap();
+    let big = big.to_str().unwrap();
+    let out = hottext(
+        &[
+            "report",
+            "--profile",
+            "big.profile",
+            "--after",
+            big,
+            "-o",
+            "big.html",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = d.join("big.html");
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size < 10 << 20, "the page is {size} bytes");
+    let (dom, console, took) = chromium(&page, &d.join("big.png"));
+    assert!(console.is_empty(), "the page logged: {console:#?}");
+    assert!(took < Duration::from_secs(10), "Chromium took {took:?}");
+    let cells: u64 = attribute(&dom, "heat-0", "data-cells")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(cells, text_pages(Path::new(big)));
+    assert!(
+        cells >= (N as u64 * 64) / 4096,
+        "{cells} pages for {N} functions of 64 B"
+    );
+}

@@ -37,10 +37,19 @@ pub struct HeatMap {
     pub samples: u64,
 }
 
-/// `profile` laid out as in `binary`: fitted to it by name and code first, so that sizes are the
-/// binary's own.
-pub fn heat_map(title: &str, profile: &Graph, binary: &Binary, prints: &Fingerprints) -> HeatMap {
-    let (graph, _) = rematch(profile, binary, prints);
+/// `profile` laid out as in `binary`: fitted to it by name, and by code when some sampled
+/// function's name is not in the binary (`code` computes the fingerprints only then), so that
+/// sizes are the binary's own.
+pub fn heat_map(
+    title: &str,
+    profile: &Graph,
+    binary: &Binary,
+    code: impl FnOnce() -> Fingerprints,
+) -> HeatMap {
+    let (mut graph, matched) = rematch(profile, binary, &Fingerprints::default());
+    if !matched.unmatched.is_empty() {
+        graph = rematch(profile, binary, &code()).0;
+    }
     let index = binary.index_by_name();
     let at: Placement = graph
         .funcs()
