@@ -161,15 +161,30 @@ fn two_runs_commit_only_the_meta_file_and_the_cmake_build_uses_the_newer_profile
 
     // The report's history: one row per pipeline commit, with its samples and drift.
     let report = hottext(
-        &["report", "--repo", ".", "--meta", META, "-o", "../history.html"],
+        &[
+            "report",
+            "--repo",
+            ".",
+            "--meta",
+            META,
+            "-o",
+            "../history.html",
+        ],
         &repo,
     );
     assert!(report.status.success(), "{}", stderr(&report));
     let page = std::fs::read_to_string(dir.path().join("history.html")).unwrap();
     for c in &commits {
-        assert!(page.contains(&format!("<td>{}</td>", &c[..7])), "{c} not in the history");
+        assert!(
+            page.contains(&format!("<td>{}</td>", &c[..7])),
+            "{c} not in the history"
+        );
     }
     assert!(page.contains(" samples, ") && page.contains("Profile history"));
+    assert!(
+        page.contains("% matched</td>"),
+        "the second run merged the first"
+    );
 
     // The build on the profile branch picks the newer profile, and the binary passes verify.
     git(&repo, &["checkout", "-q", BRANCH]);

@@ -142,8 +142,21 @@ fn add_artefact(report: &mut Report, doc: &Value, name: &str) -> anyhow::Result<
         if let Some(after) = report.heat_maps.last_mut() {
             mark_huge(after, &huge);
         }
-    } else if doc.get("start_aligned_2m").is_none() {
-        bail!("not a JSON document of `order`, `ab` or `verify` (no ordered, rows or pages field)");
+    } else if let Some(hot) = doc
+        .get("hot")
+        .filter(|_| doc.get("start_aligned_2m").is_some())
+    {
+        // verify --binary: what the linked range holds.
+        report.figures.push((
+            format!("linked hot range ({name})"),
+            "-".into(),
+            format!(
+                "{} functions, {} B of code in {} B; 2 MiB aligned: {}",
+                hot["functions"], hot["bytes"], doc["size"], doc["start_aligned_2m"]
+            ),
+        ));
+    } else {
+        bail!("not a JSON document of `order`, `ab` or `verify` (no ordered, rows, pages or hot field)");
     }
     Ok(())
 }
@@ -218,6 +231,22 @@ fn forest_row(row: &Value, source: &str) -> Option<ForestRow> {
     })
 }
 
+/// "merged, 91.0% matched" from the message's `previous` line, or why it was not merged.
+fn previous_matched(line: &str) -> String {
+    if line.is_empty() || line.starts_with("none") {
+        return "none".into();
+    }
+    match line
+        .split_once('(')
+        .and_then(|(_, r)| r.split_once("% of its weight matched"))
+    {
+        Some((share, _)) => format!("merged, {share}% matched"),
+        None => line
+            .split_once("not merged")
+            .map_or(line.to_string(), |(_, why)| format!("not merged{why}")),
+    }
+}
+
 /// The pipeline's commits of `meta` in `repo`, newest first, read from their messages.
 fn history(repo: &Path, meta: &Path) -> anyhow::Result<Vec<HistoryRow>> {
     let out = Command::new("git")
@@ -273,6 +302,7 @@ fn history(repo: &Path, meta: &Path) -> anyhow::Result<Vec<HistoryRow>> {
             commit: commit.to_string(),
             date: date.to_string(),
             samples,
+            previous: previous_matched(&after("previous")),
             coverage: after("coverage"),
             drift: after("drift").split(" (").next().unwrap_or("").to_string(),
             movers: movers.join("; "),

@@ -263,14 +263,15 @@ fn history(h: &mut String, r: &Report) {
     if r.history.is_empty() {
         return;
     }
-    h.push_str("<h2>Profile history (pipeline commits of the meta file)</h2><table><tr><th>commit</th><th>date</th><th>samples</th><th>coverage</th><th>drift</th><th>top movers</th></tr>");
+    h.push_str("<h2>Profile history (pipeline commits of the meta file)</h2><table><tr><th>commit</th><th>date</th><th>samples</th><th>previous profile</th><th>coverage</th><th>drift</th><th>top movers</th></tr>");
     for row in &r.history {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&row.commit),
             esc(&row.date),
             esc(&row.samples),
+            esc(&row.previous),
             esc(&row.coverage),
             esc(&row.drift),
             esc(&row.movers)

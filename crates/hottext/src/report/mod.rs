@@ -47,6 +47,8 @@ pub struct HistoryRow {
     pub commit: String,
     pub date: String,
     pub samples: String,
+    /// How much of the previous profile matched the binary (and was merged), if there was one.
+    pub previous: String,
     pub coverage: String,
     pub drift: String,
     pub movers: String,
