@@ -160,6 +160,9 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
         d,
     );
     std::fs::write(d.join("ab.json"), &ab.stdout).unwrap();
+    let verified = hottext(&["verify", "--binary", hot, "--json"], d);
+    assert!(verified.status.success(), "{}", stderr(&verified));
+    std::fs::write(d.join("verify.json"), &verified.stdout).unwrap();
     let rows = json(&ab)["rows"].as_array().unwrap().len();
 
     let out = hottext(
@@ -173,6 +176,7 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
             hot,
             "order.json",
             "ab.json",
+            "verify.json",
             "-o",
             "report.html",
         ],
@@ -205,6 +209,7 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
     }
     assert_eq!(dom.matches("class=\"forest-row\"").count(), rows);
     assert!(dom.contains("Candidate orders") && dom.contains("call weight on its 4 KiB page"));
+    assert!(dom.contains("linked hot range (verify.json)"));
     assert!(std::fs::metadata(d.join("report.png")).unwrap().len() > 10_000);
 }
 
