@@ -45,6 +45,7 @@ enum Command {
     Pipeline(cmd::pipeline::Args),
     Fetch(cmd::fetch::Args),
     Stat(cmd::stat::Args),
+    Doctor(cmd::doctor::Args),
     // Boxed: its many options make it much larger than the other verbs' arguments.
     Ab(Box<cmd::ab::Args>),
 }
@@ -63,6 +64,7 @@ impl Command {
             Command::Pipeline(a) => a.json(),
             Command::Fetch(a) => a.json,
             Command::Stat(a) => a.json,
+            Command::Doctor(a) => a.json,
             Command::Ab(a) => a.json,
         }
     }
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Fetch(args) => cmd::fetch::run(args),
         Command::Stat(args) => cmd::stat::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::Ab(args) => cmd::ab::run(*args),
     };
     match result {

@@ -1,6 +1,7 @@
 //! One module per verb; each has `Args` (clap) and `run`.
 
 pub mod ab;
+pub mod doctor;
 pub mod fetch;
 pub mod merge;
 pub mod order;

@@ -1,0 +1,191 @@
+//! `hottext doctor`: what holds the front end back, and the remedies.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use hottext::binary::{Binary, BinaryError};
+use hottext::diagnose::{binary, pmd, process, system, Check, Status};
+use hottext::graph::Graph;
+use hottext::measure::events::EventPlan;
+use hottext::os::proc::Pid;
+use serde::Serialize;
+
+use super::pid_arg;
+use crate::output;
+
+/// Say what holds a service's front end back and what would help (never changes anything)
+///
+/// Each check is a line: pass, warn, fail or info, the measured value, and the remedy as a
+/// command to run yourself. The binary: build-id, frame pointers, hot-text markers, the hot
+/// range's file offset and padding. The front end: with --profile, how many 4 KiB and 2 MiB
+/// pages the hot code spans (what hot text and huge pages would shrink); whether the CPU's
+/// counters can measure it. Huge pages: THP enabled and defrag, free 2 MiB blocks in
+/// /proc/buddyinfo (fragmentation) and compaction, the hugetlb pool, and whether this kernel
+/// maps a file's text on 2 MiB pages on the binary's filesystem (tried on a scratch file). The
+/// service (--pid): its THP switch, cgroup memory limit, context switches a second, NUMA
+/// placement of its text, allocator, CPUs, and its hot range's pages.
+///
+/// Exit status: 0, or 1 when a check failed.
+///
+/// Examples:
+///   hottext doctor --pid $(pidof server)
+///   hottext doctor --binary ./server --profile server.profile --json
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The running service.
+    #[arg(long, value_name = "PID", value_parser = pid_arg())]
+    pid: Option<Pid>,
+    /// The executable (default: the --pid process's).
+    #[arg(long, value_name = "BIN")]
+    binary: Option<PathBuf>,
+    /// A profile of the binary, for how spread out its hot code is.
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<PathBuf>,
+    /// Seconds to count the service's context switches over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    interval: f64,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    checks: &'a [Check],
+    memory: &'a system::Memory,
+    /// kB of a scratch file's text the kernel mapped on 2 MiB pages (0: none), or why not.
+    file_pmd_mapped_kb: Result<u64, String>,
+    hardware_pmu: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let interval = output::seconds("--interval", args.interval)?;
+    let binary_path = match (&args.binary, args.pid) {
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(pid)) => Some(
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .with_context(|| format!("cannot find the executable of process {pid}"))?,
+        ),
+        (None, None) => None,
+    };
+    let mut checks = Vec::new();
+    // A stripped binary is a finding, not an error: the rest of the checks still apply.
+    let binary = match binary_path.as_deref().map(Binary::open).transpose() {
+        Err(e @ BinaryError::NoSymbols { .. }) => {
+            checks.push(
+                Check::new("binary", "symbols", Status::Fail, e.to_string())
+                    .remedy("build without -s and do not strip the binary that runs (or keep a debug-symbols copy)"),
+            );
+            None
+        }
+        other => other?,
+    };
+    let mut hot_pages = 1;
+    if let Some(b) = &binary {
+        checks.extend(binary::checks(b));
+        if let Some(path) = &args.profile {
+            let file = File::open(path)
+                .with_context(|| format!("cannot open profile {}", path.display()))?;
+            let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
+                .with_context(|| format!("cannot read profile {}", path.display()))?;
+            let (check, map) = binary::spread(b, &profile);
+            hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);
+            checks.push(check);
+        }
+    } else if args.profile.is_some() {
+        anyhow::bail!("--profile needs the binary it was recorded on: give --binary or --pid");
+    }
+    let pmu = EventPlan::probe().is_ok_and(|p| p.has_hardware_pmu());
+    checks.push(if pmu {
+        Check::new("front-end", "hardware counters", Status::Info, "present")
+            .remedy("hottext stat -- CMD (or ab) counts iTLB walks and L1i misses per instruction")
+    } else {
+        Check::new(
+            "front-end",
+            "hardware counters",
+            Status::Info,
+            "none (a VM without a PMU)",
+        )
+        .remedy("hottext stat --simulate -- CMD: cachegrind's iTLB and L1i models")
+    });
+    let memory = system::memory();
+    checks.extend(system::checks(&memory, hot_pages));
+    let dir = binary_path
+        .as_deref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let pmd = pmd::file_pmd_mapped(&dir);
+    checks.push(match &pmd {
+        Ok(kb) if *kb > 0 => Check::new(
+            "huge-pages",
+            "file text on 2 MiB pages",
+            Status::Pass,
+            format!("yes on {} ({kb} kB of a scratch file)", dir.display()),
+        ),
+        Ok(_) => Check::new(
+            "huge-pages",
+            "file text on 2 MiB pages",
+            Status::Warn,
+            format!(
+                "no on {}: the runtime will copy the text to anonymous huge pages",
+                dir.display()
+            ),
+        ),
+        Err(why) => Check::new(
+            "huge-pages",
+            "file text on 2 MiB pages",
+            Status::Info,
+            format!("not tried: {why}"),
+        ),
+    });
+    if let Some(pid) = args.pid {
+        checks.extend(process::checks(
+            pid,
+            interval.max(Duration::from_millis(100)),
+        ));
+    }
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    if args.json {
+        output::json(&Report {
+            checks: &checks,
+            memory: &memory,
+            file_pmd_mapped_kb: pmd,
+            hardware_pmu: pmu,
+        })?;
+    } else {
+        print(&checks);
+    }
+    if failed {
+        for c in checks.iter().filter(|c| c.status == Status::Fail) {
+            eprintln!("hottext: doctor: {} {}: {}", c.area, c.name, c.value);
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(checks: &[Check]) {
+    let mut area = "";
+    for c in checks {
+        if c.area != area {
+            area = c.area;
+            println!("{area}");
+        }
+        let status = match c.status {
+            Status::Pass => "pass",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Info => "info",
+        };
+        println!("  {status}  {:<28} {}", c.name, c.value);
+        if let Some(r) = &c.remedy {
+            println!("        {:<28} remedy: {r}", "");
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `hottext doctor` on this machine: its JSON reports the kernel's real THP mode and the free
+//! blocks of /proc/buddyinfo, and the binary and service checks find what is there.
+
+mod common;
+
+use common::{hottext, json, run, stdout};
+
+/// The selected word of a THP settings file: `always [madvise] never` → `madvise`.
+fn selected(path: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let start = text.find('[').unwrap() + 1;
+    text[start..start + text[start..].find(']').unwrap()].to_string()
+}
+
+#[test]
+fn doctor_reports_the_real_thp_mode_and_buddyinfo() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    common::write(d, "p.c", "int main(void) { return 0; }\n");
+    run(
+        "gcc",
+        &["-O1", "-fno-omit-frame-pointer", "p.c", "-o", "p"],
+        d,
+    );
+    let out = hottext(&["doctor", "--binary", "p", "--json"], d);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let doc = json(&out);
+    let thp = "/sys/kernel/mm/transparent_hugepage";
+    assert_eq!(
+        doc["memory"]["thp"]["enabled"],
+        selected(&format!("{thp}/enabled"))
+    );
+    assert_eq!(
+        doc["memory"]["thp"]["defrag"],
+        selected(&format!("{thp}/defrag"))
+    );
+    // The zones are /proc/buddyinfo's, and the 2 MiB figure is their blocks of order 9 and up.
+    let buddyinfo = std::fs::read_to_string("/proc/buddyinfo").unwrap();
+    let zones = doc["memory"]["zones"].as_array().unwrap();
+    assert_eq!(zones.len(), buddyinfo.lines().count());
+    for (zone, line) in zones.iter().zip(buddyinfo.lines()) {
+        assert!(
+            line.contains(zone["zone"].as_str().unwrap()),
+            "{zone} vs {line}"
+        );
+        assert_eq!(
+            zone["free"].as_array().unwrap().len(),
+            line.split_whitespace().count() - 4
+        );
+    }
+    let blocks: u64 = zones
+        .iter()
+        .flat_map(|z| {
+            let free: Vec<u64> = z["free"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            free.into_iter()
+                .enumerate()
+                .skip(9)
+                .map(|(order, n)| n << (order - 9))
+        })
+        .sum();
+    assert_eq!(doc["memory"]["free_2m_blocks"], blocks);
+    let check = |name: &str| {
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check {name}: {doc}"))
+            .clone()
+    };
+    assert_eq!(
+        check("THP enabled")["value"],
+        selected(&format!("{thp}/enabled"))
+    );
+    assert_eq!(check("build-id")["status"], "pass");
+    // No markers in a plain program: the check says so and names the remedy.
+    let markers = check("hot-text markers");
+    assert_eq!(markers["status"], "warn");
+    assert!(markers["remedy"]
+        .as_str()
+        .unwrap()
+        .contains("hottext order"));
+}
+
+#[test]
+fn doctor_checks_a_running_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut sleeper = common::KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id().to_string();
+    let out = hottext(&["doctor", "--pid", &pid, "--interval", "0.2"], d);
+    let _ = sleeper.0.kill();
+    let text = stdout(&out);
+    for line in [
+        "THP for the process",
+        "context switches",
+        "allocator",
+        "CPU affinity",
+    ] {
+        assert!(text.contains(line), "no {line} line:\n{text}");
+    }
+    assert!(text.contains("glibc malloc"), "{text}");
+}

@@ -1,0 +1,183 @@
+//! The binary's checks: build-id, text size, frame pointers, the hot-text markers, the hot
+//! range's file offset and the padding inside it, and how spread out a profile's hot code is.
+
+use super::{Check, Status};
+use crate::binary::{Binary, HOT_END, HOT_START, HUGE_PAGE};
+use crate::graph::Graph;
+use crate::report::heat::{heat_map, HeatMap};
+use crate::verify::check_binary;
+
+const AREA: &str = "binary";
+
+/// `push %rbp; mov %rsp,%rbp`, the frame-pointer prologue GCC and Clang emit on x86-64.
+const FRAME_PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
+/// `endbr64`, which may come first.
+const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+/// Share of the binary's functions of 16 bytes or more that start with the frame-pointer
+/// prologue; `None` where the instruction set is not x86-64.
+fn frame_pointer_share(binary: &Binary) -> Option<f64> {
+    if binary.architecture != object::Architecture::X86_64 {
+        return None;
+    }
+    let (mut with, mut total) = (0u64, 0u64);
+    for f in binary.functions.iter().filter(|f| f.size >= 16) {
+        let Some(offset) = binary.offset_for_stated(f.start) else {
+            continue;
+        };
+        let Some(code) = binary.bytes().get(offset.0 as usize..offset.0 as usize + 8) else {
+            continue;
+        };
+        total += 1;
+        let body = if code[..4] == ENDBR64 {
+            &code[4..]
+        } else {
+            &code[..4]
+        };
+        with += u64::from(body == FRAME_PROLOGUE);
+    }
+    (total > 0).then(|| with as f64 / total as f64)
+}
+
+pub fn checks(binary: &Binary) -> Vec<Check> {
+    let mut out = Vec::new();
+    out.push(match binary.build_id_hex() {
+        Some(id) => Check::new(AREA, "build-id", Status::Pass, id),
+        None => Check::new(
+            AREA,
+            "build-id",
+            Status::Warn,
+            "none: profiles cannot be tied to this build",
+        )
+        .remedy("link with -Wl,--build-id"),
+    });
+    let text: u64 = binary.functions.iter().map(|f| f.size).sum();
+    out.push(Check::new(
+        AREA,
+        "text",
+        Status::Info,
+        format!(
+            "{} functions, {:.1} MiB of code",
+            binary.functions.len(),
+            text as f64 / (1 << 20) as f64
+        ),
+    ));
+    out.push(match frame_pointer_share(binary) {
+        Some(share) if share >= 0.5 => Check::new(
+            AREA,
+            "frame pointers",
+            Status::Pass,
+            format!("{:.0}% of functions set up a frame", 100.0 * share),
+        ),
+        Some(share) => Check::new(
+            AREA,
+            "frame pointers",
+            Status::Warn,
+            format!(
+                "{:.0}% of functions set up a frame: perf's stacks will miss callers",
+                100.0 * share
+            ),
+        )
+        .remedy("compile with -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"),
+        None => Check::new(
+            AREA,
+            "frame pointers",
+            Status::Info,
+            "not checked on this instruction set",
+        ),
+    });
+    out.push(Check::new(
+        AREA,
+        "function sections",
+        Status::Info,
+        "a linked binary does not say; the objects must have one section per function to be ordered",
+    )
+    .remedy("compile with -ffunction-sections (check an object: readelf -SW x.o | grep -c ' .text\\.')"));
+    let report = check_binary(binary);
+    if report.start.is_none() {
+        out.push(
+            Check::new(AREA, "hot-text markers", Status::Warn, format!("no {HOT_START}/{HOT_END}: not linked with hottext's layout"))
+                .remedy("hottext order PROFILE --binary BIN --format ld-script -o hot.ld; relink with -Wl,-T,hot.ld"),
+        );
+        return out;
+    }
+    out.push(Check::new(
+        AREA,
+        "hot-text markers",
+        if report.passed() {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        format!(
+            "{} B, {} functions, start 2 MiB aligned: {}{}",
+            report.size,
+            report.hot.functions,
+            report.start_aligned_2m,
+            report
+                .problems
+                .first()
+                .map(|p| format!("; {p}"))
+                .unwrap_or_default()
+        ),
+    ));
+    out.push(if report.file_offset_aligned_2m {
+        Check::new(
+            AREA,
+            "hot range file offset",
+            Status::Pass,
+            "2 MiB aligned: the file itself can be mapped with huge pages",
+        )
+    } else {
+        Check::new(
+            AREA,
+            "hot range file offset",
+            Status::Warn,
+            "not 2 MiB aligned: the runtime must copy the text to anonymous huge pages",
+        )
+        .remedy("link with -Wl,-z,max-page-size=0x200000 (and -z,common-page-size with lld)")
+    });
+    let padding = report.size.saturating_sub(report.hot.bytes);
+    out.push(Check::new(
+        AREA,
+        "padding in the hot range",
+        if padding * 10 > report.size {
+            Status::Warn
+        } else {
+            Status::Pass
+        },
+        format!("{padding} B of {} B between functions", report.size),
+    ));
+    out
+}
+
+/// How spread out `profile`'s hot code is in `binary`'s layout, and whether hot text and huge
+/// pages would help: the front end's estimate without a PMU.
+pub fn spread(binary: &Binary, profile: &Graph) -> (Check, HeatMap) {
+    let map = heat_map("", profile, binary, || {
+        crate::binary::fingerprint::fingerprints(binary).unwrap_or_default()
+    });
+    let rows: std::collections::BTreeSet<u64> = map
+        .pages
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s > 0)
+        .map(|(p, _)| p as u64 * 4096 / HUGE_PAGE)
+        .collect();
+    let value = format!(
+        "99% of the samples on {} pages of 4 KiB; sampled code on {} pages of 2 MiB",
+        map.pages_99,
+        rows.len()
+    );
+    // A 64-entry L1 iTLB of 4 KiB pages covers 256 KiB; beyond that, misses grow with the
+    // spread, unless the hot code is gathered into a few 2 MiB pages (hot text, for huge pages).
+    let gathered = map.hot_range.is_some() && rows.len() <= 8;
+    let check = if map.pages_99 > 64 && !gathered {
+        Check::new("front-end", "hot code spread", Status::Warn, value).remedy(
+            "hottext order PROFILE --binary BIN --format ld-script -o hot.ld; relink; link -lhottext_auto",
+        )
+    } else {
+        Check::new("front-end", "hot code spread", Status::Pass, value)
+    };
+    (check, map)
+}

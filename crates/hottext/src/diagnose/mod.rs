@@ -1,0 +1,52 @@
+//! `hottext doctor`: what holds a service's front end back, and what to do about it. Each check
+//! is a line with a status, the measured value and the remedy as a command, never applied
+//! (the soft-SKU and huge-page lessons of usku-soft-skus-slides.txt and scaling-userspace-slides.txt,
+//! and section 6.1 of the hot-text paper on why huge pages are sometimes not there).
+
+pub mod binary;
+pub mod pmd;
+pub mod process;
+pub mod system;
+
+use serde::Serialize;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    /// A fact worth knowing that is neither good nor bad.
+    Info,
+}
+
+/// One line of the doctor's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// `binary`, `front-end`, `huge-pages` or `service`.
+    pub area: &'static str,
+    pub name: String,
+    pub status: Status,
+    /// What was measured, as the user would say it.
+    pub value: String,
+    /// A command (or the change) that would help; printed, never run.
+    pub remedy: Option<String>,
+}
+
+impl Check {
+    pub fn new(area: &'static str, name: &str, status: Status, value: impl Into<String>) -> Check {
+        Check {
+            area,
+            name: name.to_string(),
+            status,
+            value: value.into(),
+            remedy: None,
+        }
+    }
+
+    pub fn remedy(mut self, remedy: impl Into<String>) -> Check {
+        self.remedy = Some(remedy.into());
+        self
+    }
+}

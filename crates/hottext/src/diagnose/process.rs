@@ -1,0 +1,169 @@
+//! A running service's checks: its THP switch, its cgroup's memory limit, context switches,
+//! NUMA placement of its text, the allocator it uses, its CPUs, and its hot range's pages.
+
+use std::time::Duration;
+
+use super::{Check, Status};
+use crate::os::proc::Pid;
+use crate::verify::check_process;
+
+const AREA: &str = "service";
+
+fn status_field(pid: Pid, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim_start_matches(':').trim().to_string())
+}
+
+/// Context switches of every thread of `pid`.
+fn switches(pid: Pid) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// The memory limit of the cgroup of `pid`, v2 or v1; `None` when unlimited or unknown.
+fn memory_limit(pid: Pid) -> Option<u64> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let file = match controllers {
+            "" => format!("/sys/fs/cgroup{path}/memory.max"),
+            c if c.split(',').any(|c| c == "memory") => {
+                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
+            }
+            _ => continue,
+        };
+        if let Some(limit) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            // v1 writes "no limit" as a page-rounded i64::MAX.
+            return (limit < 1 << 60).then_some(limit);
+        }
+    }
+    None
+}
+
+pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
+    let mut out = Vec::new();
+    match status_field(pid, "THP_enabled").as_deref() {
+        Some("0") => out.push(
+            Check::new(
+                AREA,
+                "THP for the process",
+                Status::Fail,
+                "disabled by prctl(PR_SET_THP_DISABLE)",
+            )
+            .remedy(
+                "remove the prctl(PR_SET_THP_DISABLE) call, or the launcher setting that makes it",
+            ),
+        ),
+        Some(_) => out.push(Check::new(
+            AREA,
+            "THP for the process",
+            Status::Pass,
+            "enabled",
+        )),
+        None => {}
+    }
+    out.push(match memory_limit(pid) {
+        Some(limit) => Check::new(
+            AREA,
+            "cgroup memory limit",
+            Status::Info,
+            format!("{} MiB", limit >> 20),
+        ),
+        None => Check::new(AREA, "cgroup memory limit", Status::Info, "none"),
+    });
+    let before = switches(pid);
+    std::thread::sleep(interval);
+    let per_second = (switches(pid).saturating_sub(before)) as f64 / interval.as_secs_f64();
+    out.push(Check::new(
+        AREA,
+        "context switches",
+        if per_second > 10_000.0 {
+            Status::Warn
+        } else {
+            Status::Info
+        },
+        format!("{per_second:.0} a second"),
+    ));
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
+                .count()
+        })
+        .unwrap_or(1);
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let text_nodes = exe.as_ref().and_then(|exe| {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).ok()?;
+        let exe = exe.to_string_lossy();
+        let line = maps
+            .lines()
+            .find(|l| l.contains(&*exe) && l.contains("file="))?;
+        Some(
+            line.split_whitespace()
+                .filter(|w| w.starts_with('N'))
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    });
+    out.push(Check::new(
+        AREA,
+        "NUMA",
+        if nodes > 1 {
+            Status::Warn
+        } else {
+            Status::Info
+        },
+        format!(
+            "{nodes} node(s); the binary's first mapping on {}",
+            text_nodes
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| "?".into())
+        ),
+    ));
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let allocator = ["jemalloc", "tcmalloc", "mimalloc"]
+        .into_iter()
+        .find(|a| maps.contains(&format!("lib{a}")))
+        .unwrap_or("glibc malloc");
+    out.push(Check::new(AREA, "allocator", Status::Info, allocator));
+    out.push(Check::new(
+        AREA,
+        "CPU affinity",
+        Status::Info,
+        status_field(pid, "Cpus_allowed_list").unwrap_or_else(|| "?".into()),
+    ));
+    out.push(match check_process(pid) {
+        Ok(r) if r.passed() => Check::new(
+            AREA,
+            "hot range on huge pages",
+            Status::Pass,
+            format!("{} of {} pages", r.huge_pages, r.pages.len()),
+        ),
+        Ok(r) => Check::new(
+            AREA,
+            "hot range on huge pages",
+            Status::Warn,
+            format!("{} of {} pages", r.huge_pages, r.pages.len()),
+        )
+        .remedy("link -lhottext_auto, and see the huge-pages checks above"),
+        Err(e) => Check::new(AREA, "hot range on huge pages", Status::Info, e.to_string()),
+    });
+    out
+}

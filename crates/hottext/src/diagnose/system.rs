@@ -1,0 +1,195 @@
+//! The machine's huge-page settings and memory: THP modes, free 2 MiB blocks (fragmentation),
+//! compaction, the hugetlb pool, and whether this kernel maps a file's text with 2 MiB pages
+//! on a given filesystem (tried on a scratch file).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Check, Status};
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+
+/// The THP settings: the selected word of each file (`[madvise]` → `madvise`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Thp {
+    pub enabled: Option<String>,
+    pub defrag: Option<String>,
+    /// khugepaged's own defrag switch (0 or 1).
+    pub khugepaged_defrag: Option<String>,
+}
+
+/// One zone's line of /proc/buddyinfo.
+#[derive(Debug, Clone, Serialize)]
+pub struct Zone {
+    pub node: u32,
+    pub zone: String,
+    /// Free blocks of each order (order k is 2^k pages of 4 KiB).
+    pub free: Vec<u64>,
+}
+
+/// What the system section measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    pub thp: Thp,
+    pub zones: Vec<Zone>,
+    /// Free memory in blocks of order 9 or more, as 2 MiB blocks.
+    pub free_2m_blocks: u64,
+    pub compact_stall: Option<u64>,
+    pub compact_fail: Option<u64>,
+    pub hugetlb_total: Option<u64>,
+    pub hugetlb_free: Option<u64>,
+}
+
+/// `always [madvise] never` → `madvise`.
+fn selected(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_string())
+}
+
+fn read(path: impl AsRef<Path>) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+pub fn thp() -> Thp {
+    Thp {
+        enabled: read(format!("{THP}/enabled")).and_then(|t| selected(&t)),
+        defrag: read(format!("{THP}/defrag")).and_then(|t| selected(&t)),
+        khugepaged_defrag: read(format!("{THP}/khugepaged/defrag")).map(|t| t.trim().to_string()),
+    }
+}
+
+/// Parses /proc/buddyinfo: `Node 0, zone   Normal  40617  10541 …`.
+pub fn parse_buddyinfo(text: &str) -> Vec<Zone> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let node = words.nth(1)?.trim_end_matches(',').parse().ok()?;
+            let zone = words.nth(1)?.to_string();
+            let free = words
+                .map(|w| w.parse().ok())
+                .collect::<Option<Vec<u64>>>()?;
+            Some(Zone { node, zone, free })
+        })
+        .collect()
+}
+
+/// Free blocks of order 9 and up, counted in 2 MiB blocks.
+pub fn free_2m_blocks(zones: &[Zone]) -> u64 {
+    zones
+        .iter()
+        .flat_map(|z| {
+            z.free
+                .iter()
+                .enumerate()
+                .skip(9)
+                .map(|(order, n)| n << (order - 9))
+        })
+        .sum()
+}
+
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?;
+        rest.trim_start_matches(':')
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+pub fn memory() -> Memory {
+    let zones = read("/proc/buddyinfo")
+        .map(|t| parse_buddyinfo(&t))
+        .unwrap_or_default();
+    let vmstat = read("/proc/vmstat").unwrap_or_default();
+    let meminfo = read("/proc/meminfo").unwrap_or_default();
+    Memory {
+        thp: thp(),
+        free_2m_blocks: free_2m_blocks(&zones),
+        zones,
+        compact_stall: field(&vmstat, "compact_stall "),
+        compact_fail: field(&vmstat, "compact_fail "),
+        hugetlb_total: field(&meminfo, "HugePages_Total"),
+        hugetlb_free: field(&meminfo, "HugePages_Free"),
+    }
+}
+
+/// The checks of the machine's memory; `hot_pages` is how many 2 MiB pages the hot text needs
+/// (1 when unknown).
+pub fn checks(m: &Memory, hot_pages: u64) -> Vec<Check> {
+    let area = "huge-pages";
+    let mut out = Vec::new();
+    let enabled = m.thp.enabled.as_deref().unwrap_or("unknown");
+    out.push(match enabled {
+        "always" | "madvise" => Check::new(area, "THP enabled", Status::Pass, enabled),
+        "never" => Check::new(area, "THP enabled", Status::Fail, enabled)
+            .remedy(format!("echo madvise > {THP}/enabled")),
+        _ => Check::new(
+            area,
+            "THP enabled",
+            Status::Warn,
+            "no transparent huge pages in this kernel",
+        )
+        .remedy("use the hugetlb backing of the runtime (HOTTEXT_BACKING=hugetlb) with a pool"),
+    });
+    let defrag = m.thp.defrag.as_deref().unwrap_or("unknown");
+    let defrag_status = if matches!(defrag, "madvise" | "defer+madvise" | "always") {
+        Status::Pass
+    } else {
+        Status::Warn
+    };
+    let mut check = Check::new(area, "THP defrag", defrag_status, defrag);
+    if defrag_status == Status::Warn {
+        // Section 6.1: without direct compaction for madvised regions, a fragmented machine
+        // gives the hot text small pages.
+        check = check.remedy(format!("echo defer+madvise > {THP}/defrag"));
+    }
+    out.push(check);
+    let free = m.free_2m_blocks;
+    let fragmented = free < hot_pages.max(1) * 4;
+    let mut check = Check::new(
+        area,
+        "free 2 MiB blocks",
+        if fragmented { Status::Warn } else { Status::Pass },
+        format!(
+            "{free} free blocks of 2 MiB or more (/proc/buddyinfo); compaction stalls {}, failures {}",
+            m.compact_stall.map_or("?".into(), |v| v.to_string()),
+            m.compact_fail.map_or("?".into(), |v| v.to_string())
+        ),
+    );
+    if fragmented {
+        check = check.remedy("echo 1 > /proc/sys/vm/compact_memory  (before starting the service)");
+    }
+    out.push(check);
+    out.push(Check::new(
+        area,
+        "hugetlb pool",
+        Status::Info,
+        format!(
+            "{} pages of 2 MiB, {} free (only the runtime's hugetlb backing uses them)",
+            m.hugetlb_total.unwrap_or(0),
+            m.hugetlb_free.unwrap_or(0)
+        ),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buddyinfo_counts_blocks_of_2_mib_and_more() {
+        let text = "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n\
+                    Node 0, zone   Normal  40617  10541   6020   4168   1867    564    426    244    117    206   2807 \n";
+        let zones = parse_buddyinfo(text);
+        assert_eq!(zones.len(), 2);
+        assert_eq!(zones[1].zone, "Normal");
+        // Order 9 counts once, order 10 twice.
+        assert_eq!(free_2m_blocks(&zones), 1 + 3 * 2 + 206 + 2807 * 2);
+        assert_eq!(selected("always [madvise] never"), Some("madvise".into()));
+    }
+}
