@@ -80,7 +80,11 @@ fn smaps_field(start: usize, key: &str) -> Option<u64> {
     lines.next()?;
     lines
         // Field lines start with their key ("FilePmdMapped:"); the next mapping's header does not.
-        .take_while(|l| l.split_whitespace().next().is_some_and(|w| w.ends_with(':')))
+        .take_while(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.ends_with(':'))
+        })
         .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
