@@ -46,6 +46,7 @@ enum Command {
     Fetch(cmd::fetch::Args),
     Stat(cmd::stat::Args),
     Doctor(cmd::doctor::Args),
+    Tune(cmd::tune::Args),
     // Boxed: its many options make it much larger than the other verbs' arguments.
     Ab(Box<cmd::ab::Args>),
 }
@@ -65,6 +66,7 @@ impl Command {
             Command::Fetch(a) => a.json,
             Command::Stat(a) => a.json,
             Command::Doctor(a) => a.json,
+            Command::Tune(a) => a.json,
             Command::Ab(a) => a.json,
         }
     }
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Fetch(args) => cmd::fetch::run(args),
         Command::Stat(args) => cmd::stat::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Tune(args) => cmd::tune::run(args),
         Command::Ab(args) => cmd::ab::run(*args),
     };
     match result {

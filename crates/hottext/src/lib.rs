@@ -40,4 +40,5 @@ pub mod pipeline;
 pub mod profile;
 pub mod report;
 pub mod store;
+pub mod tune;
 pub mod verify;

@@ -12,6 +12,7 @@ pub mod report;
 mod simulate;
 pub mod stat;
 pub mod store;
+pub mod tune;
 pub mod verify;
 
 use std::path::Path;

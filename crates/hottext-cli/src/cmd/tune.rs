@@ -1,0 +1,218 @@
+//! `hottext tune`: the best knob settings for a service, by A/B test.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use hottext::measure::ab::{Config, Regex, Service, ServiceMetric};
+use hottext::measure::cancel;
+use hottext::measure::events::EventPlan;
+use hottext::measure::stats::Better;
+use hottext::os::cpus;
+use hottext::tune::knobs::{knob, NAMES};
+use hottext::tune::restore::DEFAULT_STATE_DIR;
+use hottext::tune::{tune, Plan, Report};
+
+use crate::output;
+
+/// Find the knob settings that make a service faster, by A/B test (the soft-SKU way)
+///
+/// For each knob, each other setting is compared with the current one by `hottext ab` (same
+/// statistics, interleaved rounds): 6 rounds, doubled while the comparison is neither
+/// significant nor hopeless (its interval inside 1 ± --min-effect), up to --max-runs. Then the
+/// winners together are confirmed against everything as it was. The result: a table of knobs,
+/// effects and intervals, and the configuration to apply (printed, never applied).
+///
+/// Knobs (--knobs, default all): thp and thp-defrag (sysfs), runtime (HOTTEXT_HUGIFY=0),
+/// malloc (glibc.malloc.hugetlb=1; jemalloc, tcmalloc through LD_PRELOAD when installed),
+/// cpus (one CPU), numa (interleave, with two nodes or more), governor (cpufreq), prefetchers;
+/// a knob this machine lacks is reported as not available. System-wide settings are recorded
+/// in a restore file (--state-dir) before they change and put back at the end, on Ctrl-C, and
+/// at the next start after a crash (`tune --restore` does only that).
+///
+/// Examples:
+///   hottext tune --command './server --requests 100000' --metric '([0-9]+) requests/s' --knobs thp,malloc
+///   hottext tune --server './srv' --ready 'curl -sf localhost:8080' --load 'wrk -d10 http://localhost:8080/' --metric 'Requests/sec: *([0-9.]+)'
+///   hottext tune --restore
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// A command to run and measure (with sh -c).
+    #[arg(long, value_name = "CMD", conflicts_with = "server", required_unless_present_any = ["server", "restore"])]
+    command: Option<String>,
+    /// A server to start (with sh -c), load and stop per round; needs --ready and --load.
+    #[arg(long, value_name = "CMD", requires_all = ["ready", "load"])]
+    server: Option<String>,
+    /// Exits 0 once the server answers.
+    #[arg(long, value_name = "CMD")]
+    ready: Option<String>,
+    /// The load against the server.
+    #[arg(long, value_name = "CMD")]
+    load: Option<String>,
+    /// The figure to improve: group 1 of this pattern in the output (higher is better unless
+    /// --lower-is-better); without it, CPU time (or wall time).
+    #[arg(long, value_name = "REGEX")]
+    metric: Option<String>,
+    /// The figure's name in the report.
+    #[arg(long, value_name = "NAME", default_value = "metric")]
+    metric_name: String,
+    /// The figure is better lower (a latency).
+    #[arg(long)]
+    lower_is_better: bool,
+    /// The knobs to try, comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    knobs: Vec<String>,
+    /// Stop starting comparisons after this many minutes.
+    #[arg(long, value_name = "MIN", default_value_t = 60.0)]
+    budget: f64,
+    /// Rounds a comparison may grow to.
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    max_runs: usize,
+    /// Effects smaller than this fraction are not worth having.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.02)]
+    min_effect: f64,
+    /// Where the restore file of system-wide settings lives.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
+    /// Only put back what a crashed run left changed, and exit.
+    #[arg(long)]
+    restore: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.restore {
+        let back = hottext::tune::restore::Restore::recover(&args.state_dir)
+            .with_context(|| format!("cannot restore from {}", args.state_dir.display()))?;
+        for (path, value) in &back {
+            println!("put back {} = {value}", path.display());
+        }
+        if back.is_empty() {
+            println!("nothing to put back");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !(0.0..0.5).contains(&args.min_effect) {
+        bail!("--min-effect {}: a fraction from 0 to 0.5", args.min_effect);
+    }
+    let allowed: Vec<u32> = cpus::own()
+        .context("cannot read this process's CPU affinity")?
+        .iter()
+        .collect();
+    let names: Vec<String> = if args.knobs.is_empty() {
+        NAMES.iter().map(|n| n.to_string()).collect()
+    } else {
+        args.knobs.clone()
+    };
+    let mut knobs = Vec::new();
+    for name in &names {
+        match knob(name, &allowed) {
+            Some(k) => knobs.push(k),
+            None => bail!("--knobs: no knob '{name}' (known: {})", NAMES.join(", ")),
+        }
+    }
+    let metrics = match &args.metric {
+        Some(pattern) => vec![ServiceMetric {
+            pattern: Regex::new(pattern).with_context(|| format!("--metric {pattern:?}"))?,
+            name: args.metric_name.clone(),
+            better: if args.lower_is_better {
+                Better::Lower
+            } else {
+                Better::Higher
+            },
+        }],
+        None => vec![],
+    };
+    let (command, service) = match (&args.command, &args.server) {
+        (Some(c), None) => (c.clone(), None),
+        (None, Some(s)) => {
+            let service = Service {
+                ready: args.ready.clone().unwrap_or_default(),
+                ready_timeout: Duration::from_secs(30),
+                load: args.load.clone().unwrap_or_default(),
+                cpu: *allowed.last().context("this process may run on no CPU")?,
+                stop_timeout: Duration::from_secs(5),
+            };
+            (s.clone(), Some(service))
+        }
+        _ => bail!("give --command CMD, or --server CMD --ready CMD --load CMD"),
+    };
+    let plan = Plan {
+        ab: Config {
+            a: String::new(),
+            b: String::new(),
+            runs: 6,
+            warmup: 1,
+            service,
+            metrics,
+            expect_same: None,
+        },
+        command,
+        knobs,
+        min_runs: 6,
+        max_runs: args.max_runs.max(6),
+        min_effect: args.min_effect,
+        budget: output::seconds("--budget", args.budget * 60.0)?,
+        state_dir: args.state_dir.clone(),
+    };
+    let events = EventPlan::probe().context("cannot probe perf's events")?;
+    let interrupted = cancel::on_interrupt();
+    let report = tune(&plan, &events, interrupted, &mut |what| {
+        eprintln!("hottext: tune: {what}");
+    })?;
+    if args.json {
+        output::json(&report)?;
+    } else {
+        print(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(r: &Report) {
+    for (path, value) in &r.recovered {
+        println!(
+            "put back {} = {value} (left changed by a run that crashed)",
+            path.display()
+        );
+    }
+    println!(
+        "{:<12} {:<44} {:>24} {:>5}  verdict",
+        "knob",
+        "setting",
+        format!("B/A of {}", r.metric),
+        "runs"
+    );
+    let rows = r.trials.iter().chain(&r.confirmation);
+    for t in rows {
+        let ratio = t.ratio.map_or("-".into(), |(m, lo, hi)| {
+            format!("{m:.3} [{lo:.3}, {hi:.3}]")
+        });
+        let verdict = serde_json::to_value(t.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        println!(
+            "{:<12} {:<44} {:>24} {:>5}  {} ({})",
+            t.knob,
+            t.setting,
+            ratio,
+            t.runs,
+            verdict.replace('-', " "),
+            t.stopped
+        );
+    }
+    for (knob, why) in &r.unavailable {
+        println!("{knob:<12} {why}");
+    }
+    if r.apply.is_empty() {
+        println!("no setting beat the current one: keep the configuration as it is");
+    } else {
+        println!("to apply:");
+        for line in &r.apply {
+            println!("  {line}");
+        }
+    }
+}

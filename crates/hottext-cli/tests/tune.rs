@@ -1,0 +1,117 @@
+//! `hottext tune` on the demo service: two knobs, a verdict for each setting tried, the THP
+//! setting as it was afterwards; and a run killed with SIGKILL whose THP change the next start
+//! puts back.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{hottext, json, run, stderr, stdout, KillOnDrop};
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
+
+fn thp() -> String {
+    let text = std::fs::read_to_string(THP)
+        .expect("this test needs THP (/sys/kernel/mm/transparent_hugepage)");
+    let start = text.find('[').unwrap() + 1;
+    text[start..start + text[start..].find(']').unwrap()].to_string()
+}
+
+/// The small demo service, built in `dir`; returns its path.
+fn demo(dir: &Path) -> String {
+    let demo_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
+    let build = format!("BUILD={}", dir.display());
+    let out = format!("OUT={}", dir.join("demo").display());
+    let mut args = vec!["--no-print-directory", build.as_str()];
+    args.extend(DEMO);
+    args.extend(["-j2", "link", out.as_str()]);
+    run("make", &args, &demo_dir);
+    dir.join("demo").display().to_string()
+}
+
+// One test: both parts change the machine's THP setting, which must not happen at once.
+#[test]
+fn tune_judges_each_setting_puts_thp_back_and_recovers_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = demo(d);
+    let state = d.join("state");
+    let state = state.to_str().unwrap();
+    let before = thp();
+    let command = format!("{demo} --requests 20000");
+    let out = hottext(
+        &[
+            "tune",
+            "--command",
+            &command,
+            "--metric",
+            "([0-9]+) requests/s",
+            "--metric-name",
+            "requests/s",
+            "--knobs",
+            "thp,malloc",
+            "--max-runs",
+            "6",
+            "--state-dir",
+            state,
+            "--json",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report = json(&out);
+    let trials = report["trials"].as_array().unwrap();
+    // thp: the two other modes; malloc: glibc's huge-page tunable at least.
+    let of = |knob: &str| trials.iter().filter(|t| t["knob"] == knob).count();
+    assert_eq!(of("thp"), 2, "{report}");
+    assert!(of("malloc") >= 1, "{report}");
+    for t in trials {
+        assert!(t["verdict"].as_str().is_some_and(|v| !v.is_empty()), "{t}");
+        assert!(t["runs"].as_u64().unwrap() >= 6, "{t}");
+    }
+    assert_eq!(report["metric"], "requests/s");
+    assert_eq!(thp(), before, "tune left THP changed");
+    assert!(!Path::new(state).join("tune-restore").exists());
+
+    // Killed while B's setting is in force: the next start puts it back.
+    let mut tune = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_hottext"))
+            .args([
+                "tune",
+                "--command",
+                &command,
+                "--knobs",
+                "thp",
+                "--max-runs",
+                "24",
+            ])
+            .args(["--state-dir", state])
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let until = Instant::now() + Duration::from_secs(120);
+    while thp() == before {
+        assert!(Instant::now() < until, "tune never changed THP");
+        assert!(
+            tune.0.try_wait().unwrap().is_none(),
+            "tune ended before changing THP"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tune.0.kill().unwrap();
+    tune.0.wait().unwrap();
+    assert!(
+        Path::new(state).join("tune-restore").exists(),
+        "no restore file after the crash"
+    );
+    let restored = hottext(&["tune", "--restore", "--state-dir", state], d);
+    assert!(restored.status.success(), "{}", stderr(&restored));
+    assert_eq!(thp(), before, "the restore did not put THP back");
+    assert!(stdout(&restored).contains(THP), "{}", stdout(&restored));
+}

@@ -1,0 +1,252 @@
+//! The knobs `tune` can turn, what each setting does to a run, and which are not available on
+//! this machine (and why).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::os::shell;
+
+pub const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+pub const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
+const GOVERNOR: &str = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+
+/// One change a setting makes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Change {
+    /// An environment variable of the command.
+    Env { name: String, value: String },
+    /// Words in front of the command (`taskset -c 0`).
+    Prefix { words: Vec<String> },
+    /// A system-wide file written before the run (recorded for restoring first).
+    Sysfs { path: PathBuf, value: String },
+    /// Another command altogether (another binary, another layout).
+    Command { command: String },
+}
+
+/// One position of a knob.
+#[derive(Debug, Clone, Serialize)]
+pub struct Setting {
+    pub label: String,
+    pub changes: Vec<Change>,
+}
+
+/// A knob: its setting now and the ones to try, or why it cannot be tried here.
+#[derive(Debug, Clone, Serialize)]
+pub struct Knob {
+    pub name: String,
+    pub current: Setting,
+    pub alternatives: Vec<Setting>,
+    pub unavailable: Option<String>,
+}
+
+/// Every knob's name, in the order they are tried.
+pub const NAMES: [&str; 8] = [
+    "thp",
+    "thp-defrag",
+    "runtime",
+    "malloc",
+    "cpus",
+    "numa",
+    "governor",
+    "prefetchers",
+];
+
+fn setting(label: &str, changes: Vec<Change>) -> Setting {
+    Setting {
+        label: label.into(),
+        changes,
+    }
+}
+
+fn sysfs(path: &str, value: &str) -> Change {
+    Change::Sysfs {
+        path: path.into(),
+        value: value.into(),
+    }
+}
+
+fn env(name: &str, value: &str) -> Change {
+    Change::Env {
+        name: name.into(),
+        value: value.into(),
+    }
+}
+
+/// A knob written through a sysfs file: the current value and the others of `values`.
+fn sysfs_knob(name: &str, path: &str, values: &[&str]) -> Knob {
+    let current = std::fs::read_to_string(path)
+        .map(|t| super::restore::current_value(&t))
+        .ok();
+    let Some(current) = current else {
+        return unavailable(name, &format!("{path} is not on this machine"));
+    };
+    Knob {
+        name: name.into(),
+        current: setting(&current, vec![sysfs(path, &current)]),
+        alternatives: values
+            .iter()
+            .filter(|&&v| v != current)
+            .map(|v| setting(v, vec![sysfs(path, v)]))
+            .collect(),
+        unavailable: None,
+    }
+}
+
+fn unavailable(name: &str, why: &str) -> Knob {
+    Knob {
+        name: name.into(),
+        current: setting("as is", vec![]),
+        alternatives: vec![],
+        unavailable: Some(why.into()),
+    }
+}
+
+/// The knob called `name`, with `layout` as another command to try for the `layout` knob.
+pub fn knob(name: &str, allowed_cpus: &[u32]) -> Option<Knob> {
+    Some(match name {
+        "thp" => sysfs_knob(name, THP_ENABLED, &["always", "madvise", "never"]),
+        "thp-defrag" => sysfs_knob(name, THP_DEFRAG, &["defer+madvise", "madvise", "always"]),
+        "runtime" => Knob {
+            name: name.into(),
+            current: setting("on", vec![]),
+            alternatives: vec![setting(
+                "off (HOTTEXT_HUGIFY=0)",
+                vec![env("HOTTEXT_HUGIFY", "0")],
+            )],
+            unavailable: None,
+        },
+        "malloc" => {
+            let mut alternatives = vec![setting(
+                "glibc with huge pages (glibc.malloc.hugetlb=1)",
+                vec![env("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")],
+            )];
+            for (label, lib) in [
+                ("jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+                (
+                    "tcmalloc",
+                    "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+                ),
+            ] {
+                if Path::new(lib).exists() {
+                    alternatives.push(setting(label, vec![env("LD_PRELOAD", lib)]));
+                }
+            }
+            Knob {
+                name: name.into(),
+                current: setting("glibc", vec![]),
+                alternatives,
+                unavailable: None,
+            }
+        }
+        "cpus" if allowed_cpus.len() > 1 => Knob {
+            name: name.into(),
+            current: setting(&format!("{} CPUs", allowed_cpus.len()), vec![]),
+            alternatives: vec![setting(
+                &format!("CPU {} only", allowed_cpus[0]),
+                vec![Change::Prefix {
+                    words: vec!["taskset".into(), "-c".into(), allowed_cpus[0].to_string()],
+                }],
+            )],
+            unavailable: None,
+        },
+        "cpus" => unavailable(name, "one CPU here"),
+        "numa" => {
+            let nodes = std::fs::read_dir("/sys/devices/system/node")
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
+                        .count()
+                })
+                .unwrap_or(1);
+            if nodes < 2 {
+                unavailable(name, "one NUMA node here")
+            } else {
+                Knob {
+                    name: name.into(),
+                    current: setting("default", vec![]),
+                    alternatives: vec![setting(
+                        "interleaved",
+                        vec![Change::Prefix {
+                            words: vec!["numactl".into(), "--interleave=all".into()],
+                        }],
+                    )],
+                    unavailable: None,
+                }
+            }
+        }
+        "governor" => sysfs_knob(name, GOVERNOR, &["performance", "schedutil", "powersave"]),
+        "prefetchers" => unavailable(name, "not available here (model-specific registers)"),
+        _ => return None,
+    })
+}
+
+/// The `sh -c` line that runs `command` with `settings` applied.
+pub fn command_line(command: &str, settings: &[&Setting]) -> String {
+    let mut pre = Vec::new();
+    let (mut envs, mut prefix, mut base) = (Vec::new(), Vec::new(), command.to_string());
+    for change in settings.iter().flat_map(|s| &s.changes) {
+        match change {
+            Change::Sysfs { path, value } => pre.push(format!(
+                "printf '%s' {} > {} && ",
+                shell::word(value),
+                shell::word(&path.to_string_lossy())
+            )),
+            Change::Env { name, value } => envs.push(format!("{name}={}", shell::word(value))),
+            Change::Prefix { words } => prefix.extend(words.iter().map(|w| shell::word(w))),
+            Change::Command { command } => base = command.clone(),
+        }
+    }
+    let mut line: String = pre.concat();
+    if !envs.is_empty() {
+        line.push_str(&format!("env {} ", envs.join(" ")));
+    }
+    if !prefix.is_empty() {
+        line.push_str(&format!("{} ", prefix.join(" ")));
+    }
+    // The command stays a shell line of its own, as `ab` runs it.
+    if envs.is_empty() && prefix.is_empty() {
+        line.push_str(&base);
+    } else {
+        line.push_str(&format!("sh -c {}", shell::word(&base)));
+    }
+    line
+}
+
+/// The sysfs files `settings` may write.
+pub fn files<'a>(settings: impl IntoIterator<Item = &'a Setting>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = settings
+        .into_iter()
+        .flat_map(|s| &s.changes)
+        .filter_map(|c| match c {
+            Change::Sysfs { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_become_one_shell_line() {
+        let a = setting("x", vec![sysfs("/sys/x", "always"), env("K", "v w")]);
+        let b = setting(
+            "cpu",
+            vec![Change::Prefix {
+                words: vec!["taskset".into(), "-c".into(), "0".into()],
+            }],
+        );
+        let line = command_line("./srv --port 1 | tee log", &[&a, &b]);
+        assert_eq!(
+            line,
+            "printf '%s' always > /sys/x && env K='v w' taskset -c 0 sh -c './srv --port 1 | tee log'"
+        );
+        assert_eq!(command_line("./srv", &[]), "./srv");
+    }
+}

@@ -1,0 +1,220 @@
+//! `hottext tune`: the soft-SKU way (usku-soft-skus-slides.txt) for any service. Each knob's
+//! alternatives are A/B-tested against its current setting with `ab`'s statistics, stopping a
+//! comparison once it is significant or hopeless; the winners are combined and the combination
+//! is confirmed by one more A/B. System-wide settings are put back afterwards ([`restore`]).
+
+pub mod knobs;
+pub mod restore;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::measure::ab::{self, Config};
+use crate::measure::events::EventPlan;
+use crate::measure::stats::Verdict;
+use crate::measure::MeasureError;
+use knobs::{command_line, files, Change, Knob, Setting};
+use restore::Restore;
+
+/// What to tune and how hard to try.
+pub struct Plan {
+    /// `ab`'s set-up: the command (or server) is `command`; `a`, `b` and `runs` are set here.
+    pub ab: Config,
+    pub command: String,
+    pub knobs: Vec<Knob>,
+    /// Rounds of a first comparison; doubled while it is inconclusive, up to `max_runs`.
+    pub min_runs: usize,
+    pub max_runs: usize,
+    /// An effect smaller than this (0.02: 2 %) is not worth having: an interval inside
+    /// 1 ± min_effect ends a comparison as hopeless.
+    pub min_effect: f64,
+    /// No new comparison starts after this long.
+    pub budget: Duration,
+    pub state_dir: PathBuf,
+}
+
+/// One comparison: a knob's setting against its current one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    pub knob: String,
+    pub setting: String,
+    /// B/A of the headline figure and its interval.
+    pub ratio: Option<(f64, f64, f64)>,
+    pub verdict: Verdict,
+    pub runs: usize,
+    /// Why it stopped: `significant`, `hopeless`, `max-runs` or `budget`.
+    pub stopped: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The figure judged by (the headline of `ab`).
+    pub metric: String,
+    pub trials: Vec<Trial>,
+    /// Knobs not available here, and why.
+    pub unavailable: Vec<(String, String)>,
+    /// The winning setting of each knob that had one.
+    pub winners: Vec<(String, Setting)>,
+    /// All winners together against everything as it was.
+    pub confirmation: Option<Trial>,
+    /// The configuration to apply, one line each (environment, sysfs, command prefix).
+    pub apply: Vec<String>,
+    /// Settings a crashed run had left changed, put back at the start.
+    pub recovered: Vec<(PathBuf, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error(transparent)]
+    Measure(#[from] MeasureError),
+    #[error("cannot keep the restore file in {dir}: {source}")]
+    Restore {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Tunes; `progress` hears each comparison as it starts.
+pub fn tune(
+    plan: &Plan,
+    events: &EventPlan,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, TuneError> {
+    let restore_err = |source| TuneError::Restore {
+        dir: plan.state_dir.clone(),
+        source,
+    };
+    let recovered = Restore::recover(&plan.state_dir).map_err(restore_err)?;
+    let settings = plan
+        .knobs
+        .iter()
+        .flat_map(|k| std::iter::once(&k.current).chain(&k.alternatives));
+    let touched = files(settings);
+    let touched: Vec<&std::path::Path> = touched.iter().map(PathBuf::as_path).collect();
+    let restore = Restore::save(&plan.state_dir, &touched).map_err(restore_err)?;
+    let started = Instant::now();
+    let mut report = Report {
+        metric: String::new(),
+        trials: Vec::new(),
+        unavailable: Vec::new(),
+        winners: Vec::new(),
+        confirmation: None,
+        apply: Vec::new(),
+        recovered,
+    };
+    for knob in &plan.knobs {
+        if let Some(why) = &knob.unavailable {
+            report.unavailable.push((knob.name.clone(), why.clone()));
+            continue;
+        }
+        let mut best: Option<(f64, &Setting)> = None;
+        for alt in &knob.alternatives {
+            progress(&format!(
+                "{}: {} against {}",
+                knob.name, alt.label, knob.current.label
+            ));
+            let a = command_line(&plan.command, &[&knob.current]);
+            let b = command_line(&plan.command, &[alt]);
+            let (trial, metric) =
+                compare(plan, events, cancel, started, &knob.name, &alt.label, a, b)?;
+            report.metric = metric;
+            if trial.verdict == Verdict::BBetter {
+                let gain = trial.ratio.map_or(0.0, |r| (r.0 - 1.0).abs());
+                if best.is_none_or(|(g, _)| gain > g) {
+                    best = Some((gain, alt));
+                }
+            }
+            report.trials.push(trial);
+        }
+        if let Some((_, winner)) = best {
+            report.winners.push((knob.name.clone(), winner.clone()));
+        }
+    }
+    if !report.winners.is_empty() {
+        let currents: Vec<&Setting> = plan
+            .knobs
+            .iter()
+            .filter(|k| report.winners.iter().any(|(n, _)| *n == k.name))
+            .map(|k| &k.current)
+            .collect();
+        let chosen: Vec<&Setting> = report.winners.iter().map(|(_, s)| s).collect();
+        progress("all winners together against everything as it was");
+        let a = command_line(&plan.command, &currents);
+        let b = command_line(&plan.command, &chosen);
+        report.confirmation =
+            Some(compare(plan, events, cancel, started, "all", "winners", a, b)?.0);
+        report.apply = chosen
+            .iter()
+            .flat_map(|s| &s.changes)
+            .map(apply_line)
+            .collect();
+    }
+    restore.finish().map_err(restore_err)?;
+    Ok(report)
+}
+
+/// How to apply one change for good.
+fn apply_line(change: &Change) -> String {
+    match change {
+        Change::Env { name, value } => format!("environment: {name}={value}"),
+        Change::Sysfs { path, value } => format!("echo {value} > {}", path.display()),
+        Change::Prefix { words } => format!("run the service under: {}", words.join(" ")),
+        Change::Command { command } => format!("run: {command}"),
+    }
+}
+
+/// A/B of `a` against `b`: 6 rounds, doubled while inconclusive (see [`Plan`]).
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    plan: &Plan,
+    events: &EventPlan,
+    cancel: &AtomicBool,
+    started: Instant,
+    knob: &str,
+    setting: &str,
+    a: String,
+    b: String,
+) -> Result<(Trial, String), TuneError> {
+    let mut runs = plan.min_runs;
+    loop {
+        let config = Config {
+            a: a.clone(),
+            b: b.clone(),
+            runs,
+            ..plan.ab.clone()
+        };
+        let report = ab::run(&config, events, cancel, &mut |_, _, _| {})?;
+        let key = report.headline.clone().unwrap_or_default();
+        let row = report.row(&key);
+        let ratio = row
+            .and_then(|r| r.comparison.ratio.as_ref())
+            .map(|r| (r.median, r.low, r.high));
+        let verdict = row.map_or(Verdict::Undetermined, |r| r.comparison.verdict);
+        let hopeless = ratio
+            .is_some_and(|(_, lo, hi)| lo >= 1.0 - plan.min_effect && hi <= 1.0 + plan.min_effect);
+        let stopped = match verdict {
+            Verdict::BBetter | Verdict::BWorse => Some("significant"),
+            _ if hopeless => Some("hopeless"),
+            _ if runs * 2 > plan.max_runs => Some("max-runs"),
+            _ if started.elapsed() >= plan.budget => Some("budget"),
+            _ => None,
+        };
+        if let Some(stopped) = stopped {
+            let label = row.map_or(key, |r| r.label.clone());
+            let trial = Trial {
+                knob: knob.into(),
+                setting: setting.into(),
+                ratio,
+                verdict,
+                runs,
+                stopped,
+            };
+            return Ok((trial, label));
+        }
+        runs *= 2;
+    }
+}
