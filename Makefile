@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-demo clean
+.PHONY: all build runtime test lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo clean
 
 all: build runtime
 
@@ -53,6 +53,10 @@ bench-hugify:
 ## bench-postgres: PostgreSQL 15 (Debian source) under pgbench, C3/PH/huge pages/BOLT (root, ~45 min).
 bench-postgres: build runtime
 	bash bench/postgres/run.sh
+
+## bench-postgres-tune: `hottext tune` with every knob on bench-postgres's server and load (~20 min).
+bench-postgres-tune: build
+	bash bench/postgres/tune.sh
 
 ## bench-demo: the demo's layouts beside lld's CDSort and BOLT 19: simulated misses, requests/s (~30 min).
 bench-demo: build

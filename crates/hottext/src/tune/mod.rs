@@ -113,6 +113,13 @@ pub fn tune(
         }
         let mut best: Option<(f64, &Setting)> = None;
         for alt in &knob.alternatives {
+            if started.elapsed() >= plan.budget {
+                report.unavailable.push((
+                    knob.name.clone(),
+                    format!("{}: not tried, the budget ran out", alt.label),
+                ));
+                continue;
+            }
             progress(&format!(
                 "{}: {} against {}",
                 knob.name, alt.label, knob.current.label
