@@ -8,18 +8,6 @@ use std::path::Path;
 
 use common::{hottext, json, lld_dir, require_perf, run, stderr, stdout};
 
-/// A small demo service: 2000 generated functions over 4 MiB of text.
-const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
-
-fn demo_make(build: &Path, args: &[&str]) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
-    let build_arg = format!("BUILD={}", build.display());
-    let mut all = vec!["--no-print-directory", build_arg.as_str()];
-    all.extend(DEMO);
-    all.extend(args);
-    run("make", &all, &dir);
-}
-
 /// `(functions, bytes)` of a document's `hot`.
 fn hot(doc: &serde_json::Value) -> (u64, u64) {
     let figure = |name: &str| {
@@ -36,9 +24,9 @@ fn order_and_verify_count_the_same_hot_functions_and_bytes_on_the_demo() {
     lld_dir();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    demo_make(d, &["-j2", "objs"]);
+    common::demo_make(d, &["-j2", "objs"]);
     let base = d.join("base");
-    demo_make(d, &["link", &format!("OUT={}", base.display())]);
+    common::demo_make(d, &["link", &format!("OUT={}", base.display())]);
     let base = base.to_str().unwrap();
     let record = hottext(
         &[
@@ -115,7 +103,7 @@ fn order_and_verify_count_the_same_hot_functions_and_bytes_on_the_demo() {
         );
 
         let relinked = d.join(format!("hot-{linker}"));
-        demo_make(
+        common::demo_make(
             d,
             &[
                 "link",

@@ -12,18 +12,6 @@ use std::time::{Duration, Instant};
 use common::{hottext, json, require_perf, run, stderr};
 use hottext::binary::{Binary, HUGE_PAGE};
 
-/// A small demo service: 2000 generated functions over 4 MiB of text.
-const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
-
-fn demo_make(build: &Path, args: &[&str]) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
-    let build_arg = format!("BUILD={}", build.display());
-    let mut all = vec!["--no-print-directory", build_arg.as_str()];
-    all.extend(DEMO);
-    all.extend(args);
-    run("make", &all, &dir);
-}
-
 /// What Chromium made of a page: the DOM once its scripts ran, its console messages, and how
 /// long it took; a screenshot goes to `png`.
 fn chromium(page: &Path, png: &Path) -> (String, Vec<String>, Duration) {
@@ -96,9 +84,9 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
     require_perf();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    demo_make(d, &["-j2", "objs"]);
+    common::demo_make(d, &["-j2", "objs"]);
     let (base, hot) = (d.join("base"), d.join("hot"));
-    demo_make(d, &["link", &format!("OUT={}", base.display())]);
+    common::demo_make(d, &["link", &format!("OUT={}", base.display())]);
     let (base, hot) = (base.to_str().unwrap(), hot.to_str().unwrap());
     let steps: [&[&str]; 3] = [
         &[
@@ -138,7 +126,7 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
         }
     }
     let script = format!("LDEXTRA=-Wl,-T,{}", d.join("hot.ld").display());
-    demo_make(d, &["link", &format!("OUT={hot}"), &script]);
+    common::demo_make(d, &["link", &format!("OUT={hot}"), &script]);
     let a = format!("{base} --requests 20000");
     let b = format!("{hot} --requests 20000");
     let ab = hottext(

@@ -8,11 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{hottext, json, run, stderr, stdout, KillOnDrop};
+use common::{hottext, json, stderr, stdout, KillOnDrop};
 
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
-const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
-
 fn thp() -> String {
     let text = std::fs::read_to_string(THP)
         .expect("this test needs THP (/sys/kernel/mm/transparent_hugepage)");
@@ -20,24 +18,12 @@ fn thp() -> String {
     text[start..start + text[start..].find(']').unwrap()].to_string()
 }
 
-/// The small demo service, built in `dir`; returns its path.
-fn demo(dir: &Path) -> String {
-    let demo_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
-    let build = format!("BUILD={}", dir.display());
-    let out = format!("OUT={}", dir.join("demo").display());
-    let mut args = vec!["--no-print-directory", build.as_str()];
-    args.extend(DEMO);
-    args.extend(["-j2", "link", out.as_str()]);
-    run("make", &args, &demo_dir);
-    dir.join("demo").display().to_string()
-}
-
 // One test: both parts change the machine's THP setting, which must not happen at once.
 #[test]
 fn tune_judges_each_setting_puts_thp_back_and_recovers_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let demo = demo(d);
+    let demo = common::demo(d);
     let state = d.join("state");
     let state = state.to_str().unwrap();
     let before = thp();
@@ -114,4 +100,62 @@ fn tune_judges_each_setting_puts_thp_back_and_recovers_after_a_crash() {
     assert!(restored.status.success(), "{}", stderr(&restored));
     assert_eq!(thp(), before, "the restore did not put THP back");
     assert!(stdout(&restored).contains(THP), "{}", stdout(&restored));
+}
+
+/// The layout knob: a command per layout against the command as given. The "layout" here is the
+/// same demo under valgrind's no-op tool, several times slower, so its verdict is certain.
+#[test]
+fn tune_compares_layouts_given_as_commands() {
+    common::require("valgrind", &["--version"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = common::demo(d);
+    let command = format!("{demo} --requests 5000");
+    let slow = format!("slow=valgrind -q --tool=none {command}");
+    let state = d.join("state");
+    let out = hottext(
+        &[
+            "tune",
+            "--command",
+            &command,
+            "--metric",
+            "([0-9]+) requests/s",
+            "--knobs",
+            "layout",
+            "--layout",
+            &slow,
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--json",
+        ],
+        d,
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report = json(&out);
+    let trial = &report["trials"][0];
+    assert_eq!(trial["knob"], "layout", "{report}");
+    assert_eq!(trial["setting"], "slow", "{report}");
+    assert_eq!(trial["verdict"], "b-worse", "{report}");
+    assert!(trial["ratio"][0].as_f64().unwrap() < 0.7, "{report}");
+    assert!(report["winners"].as_array().unwrap().is_empty(), "{report}");
+
+    // --layout without the layout knob is a usage error.
+    let out = hottext(
+        &[
+            "tune",
+            "--command",
+            &command,
+            "--knobs",
+            "thp",
+            "--layout",
+            &slow,
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("add layout to --knobs"),
+        "{}",
+        stderr(&out)
+    );
 }

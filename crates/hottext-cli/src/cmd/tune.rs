@@ -10,7 +10,7 @@ use hottext::measure::cancel;
 use hottext::measure::events::EventPlan;
 use hottext::measure::stats::Better;
 use hottext::os::cpus;
-use hottext::tune::knobs::{knob, NAMES};
+use hottext::tune::knobs::{knob, Layout, NAMES};
 use hottext::tune::restore::DEFAULT_STATE_DIR;
 use hottext::tune::{tune, Plan, Report};
 
@@ -24,7 +24,8 @@ use crate::output;
 /// winners together are confirmed against everything as it was. The result: a table of knobs,
 /// effects and intervals, and the configuration to apply (printed, never applied).
 ///
-/// Knobs (--knobs, default all): thp and thp-defrag (sysfs), runtime (HOTTEXT_HUGIFY=0),
+/// Knobs (--knobs, default all): layout (each --layout NAME=CMD against the command as given:
+/// another binary, or a build and a run), thp and thp-defrag (sysfs), runtime (HOTTEXT_HUGIFY=0),
 /// malloc (glibc.malloc.hugetlb=1; jemalloc, tcmalloc through LD_PRELOAD when installed),
 /// cpus (one CPU), numa (interleave, with two nodes or more), governor (cpufreq), prefetchers;
 /// a knob this machine lacks is reported as not available. System-wide settings are recorded
@@ -34,6 +35,8 @@ use crate::output;
 /// Examples:
 ///   hottext tune --command './server --requests 100000' --metric '([0-9]+) requests/s' --knobs thp,malloc
 ///   hottext tune --server './srv' --ready 'curl -sf localhost:8080' --load 'wrk -d10 http://localhost:8080/' --metric 'Requests/sec: *([0-9.]+)'
+///   hottext tune --command './demo --requests 100000' --metric '([0-9]+) requests/s' \
+///       --layout c3=./build/c3/demo --layout cdsort=./build/cdsort/demo --knobs layout,thp
 ///   hottext tune --restore
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -60,6 +63,11 @@ pub struct Args {
     /// The figure is better lower (a latency).
     #[arg(long)]
     lower_is_better: bool,
+    /// Another layout for the `layout` knob: NAME=CMD, the command (or server) that runs it,
+    /// e.g. c3=./build-c3/server, or a build and a run ('make -s LAYOUT=c3 && ./server').
+    /// Repeat for each layout.
+    #[arg(long, value_name = "NAME=CMD")]
+    layout: Vec<Layout>,
     /// The knobs to try, comma-separated.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     knobs: Vec<String>,
@@ -107,9 +115,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.knobs.clone()
     };
+    if !args.layout.is_empty() && !names.iter().any(|n| n == "layout") {
+        bail!("--layout is for the layout knob: add layout to --knobs");
+    }
     let mut knobs = Vec::new();
     for name in &names {
-        match knob(name, &allowed) {
+        match knob(name, &allowed, &args.layout) {
             Some(k) => knobs.push(k),
             None => bail!("--knobs: no knob '{name}' (known: {})", NAMES.join(", ")),
         }

@@ -230,3 +230,23 @@ pub fn ab(dir: &Path, args: &[&str]) -> Output {
     all.extend_from_slice(args);
     hottext(&all, dir)
 }
+
+/// A small demo service: 2000 generated functions over 4 MiB of text.
+pub const DEMO: [&str; 3] = ["FUNCTIONS=2000", "TEXT_MB=4", "UNITS=4"];
+
+/// `make ARGS` in examples/demo-service for the small [`DEMO`], with its objects in `build`.
+pub fn demo_make(build: &Path, args: &[&str]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo-service");
+    let build_arg = format!("BUILD={}", build.display());
+    let mut all = vec!["--no-print-directory", build_arg.as_str()];
+    all.extend(DEMO);
+    all.extend(args);
+    run("make", &all, &dir);
+}
+
+/// The small demo service linked without an order as `build`/demo; returns its path.
+pub fn demo(build: &Path) -> String {
+    let out = build.join("demo");
+    demo_make(build, &["-j2", "link", &format!("OUT={}", out.display())]);
+    out.display().to_string()
+}

@@ -42,7 +42,8 @@ pub struct Knob {
 }
 
 /// Every knob's name, in the order they are tried.
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 9] = [
+    "layout",
     "thp",
     "thp-defrag",
     "runtime",
@@ -103,9 +104,65 @@ fn unavailable(name: &str, why: &str) -> Knob {
     }
 }
 
-/// The knob called `name`, with `layout` as another command to try for the `layout` knob.
-pub fn knob(name: &str, allowed_cpus: &[u32]) -> Option<Knob> {
+/// Another layout to try: its name and the command that runs it (another binary, or a build
+/// and a run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub name: String,
+    pub command: String,
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+
+    /// `NAME=CMD`, NAME of letters, digits, `.`, `_` and `-`.
+    fn from_str(text: &str) -> Result<Layout, String> {
+        let (name, command) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?} is not NAME=CMD (e.g. c3=./build-c3/server)"))?;
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        if !name_ok {
+            return Err(format!(
+                "layout name {name:?}: use letters, digits, '.', '_' and '-'"
+            ));
+        }
+        if command.trim().is_empty() {
+            return Err(format!("layout {name}: the command is empty"));
+        }
+        Ok(Layout {
+            name: name.into(),
+            command: command.into(),
+        })
+    }
+}
+
+/// The knob called `name`. `layouts` are the commands the `layout` knob tries against the
+/// command as given.
+pub fn knob(name: &str, allowed_cpus: &[u32], layouts: &[Layout]) -> Option<Knob> {
     Some(match name {
+        "layout" if layouts.is_empty() => unavailable(
+            name,
+            "no other layout given (--layout NAME=CMD, one per layout)",
+        ),
+        "layout" => Knob {
+            name: name.into(),
+            current: setting("as given", vec![]),
+            alternatives: layouts
+                .iter()
+                .map(|l| {
+                    setting(
+                        &l.name,
+                        vec![Change::Command {
+                            command: l.command.clone(),
+                        }],
+                    )
+                })
+                .collect(),
+            unavailable: None,
+        },
         "thp" => sysfs_knob(name, THP_ENABLED, &["always", "madvise", "never"]),
         "thp-defrag" => sysfs_knob(name, THP_DEFRAG, &["defer+madvise", "madvise", "always"]),
         "runtime" => Knob {
@@ -248,5 +305,26 @@ mod tests {
             "printf '%s' always > /sys/x && env K='v w' taskset -c 0 sh -c './srv --port 1 | tee log'"
         );
         assert_eq!(command_line("./srv", &[]), "./srv");
+    }
+
+    #[test]
+    fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
+        let layout: Layout = "c3=./build-c3/srv --port 1".parse().unwrap();
+        let knob = knob("layout", &[0, 1], &[layout]).unwrap();
+        assert_eq!(knob.alternatives[0].label, "c3");
+        let cpu = setting(
+            "cpu",
+            vec![Change::Prefix {
+                words: vec!["taskset".into(), "-c".into(), "0".into()],
+            }],
+        );
+        assert_eq!(
+            command_line("./srv --port 1", &[&knob.alternatives[0], &cpu]),
+            "taskset -c 0 sh -c './build-c3/srv --port 1'"
+        );
+        assert!(knob("layout", &[0], &[]).unwrap().unavailable.is_some());
+        for bad in ["c3", "=./srv", "a b=./srv", "c3=", "c3=  "] {
+            assert!(bad.parse::<Layout>().is_err(), "{bad}");
+        }
     }
 }
