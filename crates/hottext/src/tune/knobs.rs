@@ -310,8 +310,8 @@ mod tests {
     #[test]
     fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
         let layout: Layout = "c3=./build-c3/srv --port 1".parse().unwrap();
-        let knob = knob("layout", &[0, 1], &[layout]).unwrap();
-        assert_eq!(knob.alternatives[0].label, "c3");
+        let layouts = knob("layout", &[0, 1], &[layout]).unwrap();
+        assert_eq!(layouts.alternatives[0].label, "c3");
         let cpu = setting(
             "cpu",
             vec![Change::Prefix {
@@ -319,7 +319,7 @@ mod tests {
             }],
         );
         assert_eq!(
-            command_line("./srv --port 1", &[&knob.alternatives[0], &cpu]),
+            command_line("./srv --port 1", &[&layouts.alternatives[0], &cpu]),
             "taskset -c 0 sh -c './build-c3/srv --port 1'"
         );
         assert!(knob("layout", &[0], &[]).unwrap().unavailable.is_some());
