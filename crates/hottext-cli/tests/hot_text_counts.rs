@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{hottext, json, lld_dir, require_perf, run, stderr, stdout};
+use common::{hottext, json, lld_dir, require_perf, stderr, stdout};
 
 /// `(functions, bytes)` of a document's `hot`.
 fn hot(doc: &serde_json::Value) -> (u64, u64) {
