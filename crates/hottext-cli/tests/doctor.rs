@@ -111,3 +111,78 @@ fn doctor_checks_a_running_service() {
     }
     assert!(text.contains("glibc malloc"), "{text}");
 }
+
+/// The front end of a busy demo service: with a PMU, its counters; without one, a short
+/// profile of the process and the layout model's estimate of what hot text would change.
+#[test]
+fn doctor_estimates_the_front_end_of_a_busy_service() {
+    common::require_perf();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let demo = common::demo(d);
+    let mut service = common::KillOnDrop(
+        std::process::Command::new(&demo)
+            .args(["--requests", "1000000000"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = service.0.id().to_string();
+    let out = hottext(
+        &[
+            "doctor",
+            "--pid",
+            &pid,
+            "--record",
+            "2",
+            "--interval",
+            "0.5",
+            "--json",
+        ],
+        d,
+    );
+    let _ = service.0.kill();
+    let doc = json(&out);
+    let check = |name: &str| {
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check {name}: {doc}"))
+            .clone()
+    };
+    // The demo spreads its hot code over 4 MiB: hot text on 2 MiB pages needs far fewer
+    // iTLB entries, and the check says so with the remedy.
+    let (now, then) = (&doc["estimate"]["now"], &doc["estimate"]["then"]);
+    let entries_now = now["pages_4k_99"].as_u64().unwrap();
+    let entries_then = then["pages_2m_99"].as_u64().unwrap();
+    assert!(entries_now > 64, "{doc}");
+    assert!(entries_then * 2 <= entries_now, "{doc}");
+    assert!(
+        then["calls_within_4k"].as_f64().unwrap() > now["calls_within_4k"].as_f64().unwrap(),
+        "{doc}"
+    );
+    let estimate = check("estimate with hot text");
+    assert_eq!(estimate["status"], "warn", "{estimate}");
+    assert!(estimate["value"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("{entries_now} now")));
+    if doc["hardware_pmu"] == true {
+        let counted = check("iTLB and L1i misses");
+        assert!(
+            counted["value"]
+                .as_str()
+                .unwrap()
+                .contains("per million instructions"),
+            "{counted}"
+        );
+        check("top-down level 1");
+    } else {
+        assert!(check("hardware counters")["value"]
+            .as_str()
+            .unwrap()
+            .starts_with("none"));
+    }
+}

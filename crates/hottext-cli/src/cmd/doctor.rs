@@ -4,13 +4,16 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
 use hottext::binary::{Binary, BinaryError};
-use hottext::diagnose::{binary, pmd, process, system, Check, Status};
+use hottext::diagnose::{binary, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
-use hottext::measure::events::EventPlan;
+use hottext::layout::metrics::Metrics;
+use hottext::measure::cancel;
+use hottext::measure::events::{EventPlan, Vendor};
 use hottext::os::proc::Pid;
 use serde::Serialize;
 
@@ -21,9 +24,11 @@ use crate::output;
 ///
 /// Each check is a line: pass, warn, fail or info, the measured value, and the remedy as a
 /// command to run yourself. The binary: build-id, frame pointers, hot-text markers, the hot
-/// range's file offset and padding. The front end: with --profile, how many 4 KiB and 2 MiB
-/// pages the hot code spans (what hot text and huge pages would shrink); whether the CPU's
-/// counters can measure it. Huge pages: THP enabled and defrag, free 2 MiB blocks in
+/// range's file offset and padding. The front end: with a PMU, the process's top-down level 1
+/// and its iTLB walks and L1i misses per instruction; with a profile (--profile, or --record
+/// seconds of the --pid process), how many 4 KiB and 2 MiB pages the hot code spans and the
+/// estimate: iTLB entries for 99 % of the samples now and laid out by hottext on 2 MiB pages
+/// (the layout model of `order --algorithm auto`). Huge pages: THP enabled and defrag, free 2 MiB blocks in
 /// /proc/buddyinfo (fragmentation) and compaction, the hugetlb pool, and whether this kernel
 /// maps a file's text on 2 MiB pages on the binary's filesystem (tried on a scratch file). The
 /// service (--pid): its THP switch, cgroup memory limit, context switches a second, NUMA
@@ -46,7 +51,10 @@ pub struct Args {
     /// A profile of the binary, for how spread out its hot code is.
     #[arg(long, value_name = "PROFILE")]
     profile: Option<PathBuf>,
-    /// Seconds to count the service's context switches over.
+    /// Without --profile, record the --pid process this many seconds for one (0: do not).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    record: f64,
+    /// Seconds to count the service's context switches (and, with a PMU, its counters) over.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     interval: f64,
     /// Print the report as JSON on stdout.
@@ -61,6 +69,14 @@ struct Report<'a> {
     /// kB of a scratch file's text the kernel mapped on 2 MiB pages (0: none), or why not.
     file_pmd_mapped_kb: Result<u64, String>,
     hardware_pmu: bool,
+    /// The layout model's figures for the profile's hot code as laid out now and by hottext.
+    estimate: Option<Estimate>,
+}
+
+#[derive(Serialize)]
+struct Estimate {
+    now: Metrics,
+    then: Metrics,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -85,34 +101,46 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         other => other?,
     };
+    let cancel = cancel::on_interrupt();
+    let events = EventPlan::probe().ok();
+    let pmu = events.as_ref().is_some_and(|p| p.has_hardware_pmu());
     let mut hot_pages = 1;
+    let mut estimate = None;
     if let Some(b) = &binary {
         checks.extend(binary::checks(b));
-        if let Some(path) = &args.profile {
-            let file = File::open(path)
-                .with_context(|| format!("cannot open profile {}", path.display()))?;
-            let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
-                .with_context(|| format!("cannot read profile {}", path.display()))?;
+        if let Some(profile) = profile(&args, b, cancel, &mut checks)? {
             let (check, map) = binary::spread(b, &profile);
             hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);
             checks.push(check);
+            let (check, now, then) = front_end::estimate(b, &profile);
+            checks.push(check);
+            estimate = Some(Estimate { now, then });
+        }
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            anyhow::bail!("interrupted");
         }
     } else if args.profile.is_some() {
         anyhow::bail!("--profile needs the binary it was recorded on: give --binary or --pid");
     }
-    let pmu = EventPlan::probe().is_ok_and(|p| p.has_hardware_pmu());
-    checks.push(if pmu {
-        Check::new("front-end", "hardware counters", Status::Info, "present")
-            .remedy("hottext stat -- CMD (or ab) counts iTLB walks and L1i misses per instruction")
-    } else {
-        Check::new(
-            "front-end",
-            "hardware counters",
-            Status::Info,
-            "none (a VM without a PMU)",
-        )
-        .remedy("hottext stat --simulate -- CMD: cachegrind's iTLB and L1i models")
-    });
+    match (&events, args.pid) {
+        (Some(plan), Some(pid)) if pmu => {
+            checks.push(front_end::top_down(Vendor::detect(), pid, interval, cancel));
+            checks.push(front_end::counters(plan, pid, interval, cancel));
+        }
+        (_, _) if pmu => checks.push(
+            Check::new("front-end", "hardware counters", Status::Info, "present")
+                .remedy("hottext doctor --pid PID counts the service's front end; hottext stat -- CMD a command's"),
+        ),
+        _ => checks.push(
+            Check::new(
+                "front-end",
+                "hardware counters",
+                Status::Info,
+                "none (a VM without a PMU): the estimate comes from a profile",
+            )
+            .remedy("hottext stat --simulate -- CMD: cachegrind's iTLB and L1i models"),
+        ),
+    }
     let memory = system::memory();
     checks.extend(system::checks(&memory, hot_pages));
     let dir = binary_path
@@ -157,6 +185,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             memory: &memory,
             file_pmd_mapped_kb: pmd,
             hardware_pmu: pmu,
+            estimate,
         })?;
     } else {
         print(&checks);
@@ -168,6 +197,43 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The profile to judge the layout by: --profile, or a short recording of the --pid process
+/// (a failed recording is a finding, not an error).
+fn profile(
+    args: &Args,
+    binary: &Binary,
+    cancel: &AtomicBool,
+    checks: &mut Vec<Check>,
+) -> anyhow::Result<Option<Graph>> {
+    if let Some(path) = &args.profile {
+        let file =
+            File::open(path).with_context(|| format!("cannot open profile {}", path.display()))?;
+        let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
+            .with_context(|| format!("cannot read profile {}", path.display()))?;
+        return Ok(Some(profile));
+    }
+    let Some(pid) = args.pid.filter(|_| args.record > 0.0) else {
+        return Ok(None);
+    };
+    let duration = output::seconds("--record", args.record)?;
+    eprintln!(
+        "hottext: doctor: recording process {pid} for {:.0} s (--record 0 to skip)",
+        duration.as_secs_f64()
+    );
+    match front_end::record(binary, pid, duration, cancel, &mut |_| {}) {
+        Ok(profile) => Ok(Some(profile)),
+        Err(why) => {
+            checks.push(Check::new(
+                "front-end",
+                "short profile",
+                Status::Info,
+                format!("not recorded: {why}"),
+            ));
+            Ok(None)
+        }
+    }
 }
 
 fn print(checks: &[Check]) {

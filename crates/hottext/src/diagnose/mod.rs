@@ -4,6 +4,7 @@
 //! and section 6.1 of the hot-text paper on why huge pages are sometimes not there).
 
 pub mod binary;
+pub mod front_end;
 pub mod pmd;
 pub mod process;
 pub mod system;

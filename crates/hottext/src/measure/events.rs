@@ -311,6 +311,13 @@ impl EventPlan {
         let software: &[Counter] = match scope {
             Scope::Command => &Counter::SOFTWARE,
             Scope::Cpu(_) => &[Counter::WallTime],
+            // user_time and system_time are the started command's, not the process's.
+            Scope::Process(_) => &[
+                Counter::WallTime,
+                Counter::TaskClock,
+                Counter::ContextSwitches,
+                Counter::PageFaults,
+            ],
         };
         software
             .iter()

@@ -135,6 +135,8 @@ pub enum Scope {
     Command,
     /// Everything that runs on one CPU (`-a -C N`), for as long as the command perf starts runs.
     Cpu(u32),
+    /// A running process's threads (`-p PID`), for as long as the command perf starts runs.
+    Process(u32),
 }
 
 /// A `perf stat` command line that writes its counts to `output`.
@@ -146,8 +148,14 @@ pub fn command<S: AsRef<OsStr>>(
 ) -> Command {
     let mut cmd = Command::new("perf");
     cmd.args(["stat", "-x,", "--no-big-num", "-o"]).arg(output);
-    if let Scope::Cpu(cpu) = scope {
-        cmd.args(["-a", "-C"]).arg(cpu.to_string());
+    match scope {
+        Scope::Command => {}
+        Scope::Cpu(cpu) => {
+            cmd.args(["-a", "-C"]).arg(cpu.to_string());
+        }
+        Scope::Process(pid) => {
+            cmd.arg("-p").arg(pid.to_string());
+        }
     }
     cmd.arg("-e").arg(events.join(","));
     cmd.arg("--").args(argv);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use crate::profile::record::{affinity, plan, Machine, Outcome, Request, Session, Target};
@@ -102,24 +102,16 @@ fn record_running(
         _ => None,
     };
     let start = SystemTime::now();
-    let mut session = Session::start(&plan)?;
+    let session = Session::start(&plan)?;
     let total = Duration::from_secs_f64(config.record.seconds);
-    let outcome = loop {
-        if let Some(outcome) = session.poll()? {
-            break outcome;
-        }
-        if cancel.load(Ordering::SeqCst) {
-            // Dropping the session and the load stops them; the caller stops the service.
-            return Err(PipelineError::Interrupted);
-        }
+    let outcome = session.wait(plan.stop_after(), TICK, cancel, |session| {
         progress(session.elapsed(), total);
-        let load_done = load
-            .as_mut()
-            .is_some_and(|l| l.try_wait().ok().flatten().is_some());
-        if plan.stop_after().is_some_and(|d| session.elapsed() >= d) || load_done {
-            session.stop();
-        }
-        std::thread::sleep(TICK);
+        load.as_mut()
+            .is_some_and(|l| l.try_wait().ok().flatten().is_some())
+    })?;
+    // Cancelled: dropping the load stops it; the caller stops the service.
+    let Some(outcome) = outcome else {
+        return Err(PipelineError::Interrupted);
     };
     let end = SystemTime::now();
     if let Some(mut l) = load {

@@ -37,15 +37,14 @@ pub struct HeatMap {
     pub samples: u64,
 }
 
-/// `profile` laid out as in `binary`: fitted to it by name, and by code when some sampled
-/// function's name is not in the binary (`code` computes the fingerprints only then), so that
-/// sizes are the binary's own.
-pub fn heat_map(
-    title: &str,
+/// `profile` fitted to `binary` (by name, and by code when some sampled function's name is not
+/// in the binary: `code` computes the fingerprints only then), so that sizes are the binary's
+/// own, and where each of its functions is in the binary.
+pub fn placed_in(
     profile: &Graph,
     binary: &Binary,
     code: impl FnOnce() -> Fingerprints,
-) -> HeatMap {
+) -> (Graph, Placement) {
     let (mut graph, matched) = rematch(profile, binary, &Fingerprints::default());
     if !matched.unmatched.is_empty() {
         graph = rematch(profile, binary, &code()).0;
@@ -60,6 +59,17 @@ pub fn heat_map(
                 .map(|&i| binary.functions[i].start)
         })
         .collect();
+    (graph, at)
+}
+
+/// The heat map of `profile` laid out as in `binary` ([`placed_in`]).
+pub fn heat_map(
+    title: &str,
+    profile: &Graph,
+    binary: &Binary,
+    code: impl FnOnce() -> Fingerprints,
+) -> HeatMap {
+    let (graph, at) = placed_in(profile, binary, code);
     let text_start = binary
         .functions
         .iter()

@@ -3,6 +3,7 @@
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -126,6 +127,30 @@ impl Session {
             self.stop_sent = true;
             // SAFETY: kill has no memory preconditions; the pid is our own live child.
             unsafe { libc::kill(self.group.pid(), libc::SIGINT) };
+        }
+    }
+
+    /// Waits for perf, polling every `tick`: it is stopped once `stop_after` has passed or
+    /// `stop_now` (called each tick) says so, and it ends by itself when its target does.
+    /// `None` when `cancel` was set first; perf and its group are stopped then.
+    pub fn wait(
+        mut self,
+        stop_after: Option<Duration>,
+        tick: Duration,
+        cancel: &AtomicBool,
+        mut stop_now: impl FnMut(&Session) -> bool,
+    ) -> Result<Option<Outcome>, RecordError> {
+        loop {
+            if let Some(outcome) = self.poll()? {
+                return Ok(Some(outcome));
+            }
+            if cancel.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            if stop_now(&self) || stop_after.is_some_and(|d| self.elapsed() >= d) {
+                self.stop();
+            }
+            std::thread::sleep(tick);
         }
     }
 
