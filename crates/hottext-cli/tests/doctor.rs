@@ -110,6 +110,83 @@ fn doctor_checks_a_running_service() {
         assert!(text.contains(line), "no {line} line:\n{text}");
     }
     assert!(text.contains("glibc malloc"), "{text}");
+    assert!(
+        text.contains("write-execute policy") && text.contains("no seccomp filter"),
+        "{text}"
+    );
+}
+
+/// A process under a seccomp filter (as systemd's MemoryDenyWriteExecute= installs one): the
+/// doctor says the runtime may be limited to file-backed huge pages.
+#[test]
+fn doctor_sees_a_seccomp_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let program = common::gcc(
+        d,
+        "filtered",
+        r#"#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(void) {
+    struct sock_filter allow[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+    struct sock_fprog prog = { 1, allow };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        return perror("seccomp"), 1;
+    puts("filtered");
+    fflush(stdout);
+    sleep(30);
+    return 0;
+}
+"#,
+        &["-O1"],
+    );
+    let mut filtered = common::KillOnDrop(
+        std::process::Command::new(&program)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait until the filter is in place.
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(filtered.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "filtered\n");
+    let pid = filtered.0.id().to_string();
+    let out = hottext(
+        &[
+            "doctor",
+            "--pid",
+            &pid,
+            "--record",
+            "0",
+            "--interval",
+            "0.1",
+            "--json",
+        ],
+        d,
+    );
+    let doc = json(&out);
+    let check = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "write-execute policy")
+        .unwrap_or_else(|| panic!("no write-execute check: {doc}"))
+        .clone();
+    assert_eq!(check["status"], "info", "{check}");
+    assert!(
+        check["value"]
+            .as_str()
+            .unwrap()
+            .starts_with("seccomp mode 2, 1 filter"),
+        "{check}"
+    );
 }
 
 /// The front end of a busy demo service: with a PMU, its counters; without one, a short

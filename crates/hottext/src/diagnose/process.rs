@@ -12,8 +12,8 @@ const AREA: &str = "service";
 fn status_field(pid: Pid, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map(|v| v.trim_start_matches(':').trim().to_string())
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
 }
 
 /// Context switches of every thread of `pid`.
@@ -57,6 +57,63 @@ fn memory_limit(pid: Pid) -> Option<u64> {
     None
 }
 
+/// The systemd unit a process runs in, from its cgroup (`0::/system.slice/db.service`).
+fn systemd_unit(pid: Pid) -> Option<String> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroups
+        .lines()
+        .filter_map(|l| l.rsplit_once(':'))
+        .flat_map(|(_, path)| path.split('/').rev())
+        .find(|part| part.ends_with(".service"))
+        .map(str::to_string)
+}
+
+/// Whether the process may make a copy of its text executable, which the runtime needs when
+/// the kernel cannot map the file's text on 2 MiB pages. prctl(PR_SET_MDWE) is visible only to
+/// the process itself (the runtime reports it under HOTTEXT_VERBOSE=1); what shows from outside
+/// is systemd's MemoryDenyWriteExecute= and a seccomp filter.
+fn write_execute(pid: Pid) -> Check {
+    const NAME: &str = "write-execute policy";
+    let unit = systemd_unit(pid);
+    let denied = unit.as_ref().and_then(|unit| {
+        let out = std::process::Command::new("systemctl")
+            .args(["show", "--property=MemoryDenyWriteExecute", "--value", unit])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).trim() == "yes")
+    });
+    if let (Some(unit), Some(true)) = (&unit, denied) {
+        return Check::new(
+            AREA,
+            NAME,
+            Status::Warn,
+            format!("{unit} has MemoryDenyWriteExecute=yes: the runtime may use only file-backed 2 MiB pages (see file text on 2 MiB pages)"),
+        )
+        .remedy(format!(
+            "systemctl edit {unit}: MemoryDenyWriteExecute=no, or keep it where the filesystem maps text on 2 MiB pages"
+        ));
+    }
+    match status_field(pid, "Seccomp").as_deref() {
+        Some("0") | None => Check::new(
+            AREA,
+            NAME,
+            Status::Pass,
+            "no seccomp filter (an MDWE prctl shows only inside: HOTTEXT_VERBOSE=1)",
+        ),
+        Some(mode) => Check::new(
+            AREA,
+            NAME,
+            Status::Info,
+            format!(
+                "seccomp mode {mode}, {} filter(s): if one refuses mprotect(PROT_EXEC), only file-backed 2 MiB pages work",
+                status_field(pid, "Seccomp_filters").unwrap_or_else(|| "?".into())
+            ),
+        )
+        .remedy("run the service once with HOTTEXT_VERBOSE=1: the runtime says which backing it got and why"),
+    }
+}
+
 pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
     let mut out = Vec::new();
     match status_field(pid, "THP_enabled").as_deref() {
@@ -79,6 +136,7 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
         )),
         None => {}
     }
+    out.push(write_execute(pid));
     out.push(match memory_limit(pid) {
         Some(limit) => Check::new(
             AREA,
