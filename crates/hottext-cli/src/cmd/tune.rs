@@ -10,7 +10,7 @@ use hottext::measure::cancel;
 use hottext::measure::events::EventPlan;
 use hottext::measure::stats::Better;
 use hottext::os::cpus;
-use hottext::tune::knobs::{knob, Layout, NAMES};
+use hottext::tune::knobs::{knob, Given, Layout, NAMES};
 use hottext::tune::restore::DEFAULT_STATE_DIR;
 use hottext::tune::{tune, Plan, Report};
 
@@ -27,7 +27,8 @@ use crate::output;
 /// Knobs (--knobs, default all): layout (each --layout NAME=CMD against the command as given:
 /// another binary, or a build and a run), thp and thp-defrag (sysfs), runtime (HOTTEXT_HUGIFY=0),
 /// malloc (glibc.malloc.hugetlb=1; jemalloc, tcmalloc through LD_PRELOAD when installed),
-/// cpus (one CPU), numa (interleave, with two nodes or more), governor (cpufreq), prefetchers;
+/// cpus (one CPU), numa (interleave, with two nodes or more), numa-text (the --binary's page
+/// cache dropped and read again on each node before every run), governor (cpufreq), prefetchers;
 /// a knob this machine lacks is reported as not available. System-wide settings are recorded
 /// in a restore file (--state-dir) before they change and put back at the end, on Ctrl-C, and
 /// at the next start after a crash (`tune --restore` does only that).
@@ -68,6 +69,9 @@ pub struct Args {
     /// Repeat for each layout.
     #[arg(long, value_name = "NAME=CMD")]
     layout: Vec<Layout>,
+    /// The service's executable, for the numa-text knob (where its page cache sits).
+    #[arg(long, value_name = "BIN")]
+    binary: Option<PathBuf>,
     /// The knobs to try, comma-separated.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     knobs: Vec<String>,
@@ -119,8 +123,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("--layout is for the layout knob: add layout to --knobs");
     }
     let mut knobs = Vec::new();
+    let given = Given {
+        cpus: &allowed,
+        layouts: &args.layout,
+        binary: args.binary.as_deref(),
+    };
     for name in &names {
-        match knob(name, &allowed, &args.layout) {
+        match knob(name, &given) {
             Some(k) => knobs.push(k),
             None => bail!("--knobs: no knob '{name}' (known: {})", NAMES.join(", ")),
         }

@@ -23,6 +23,8 @@ pub enum Change {
     Sysfs { path: PathBuf, value: String },
     /// Another command altogether (another binary, another layout).
     Command { command: String },
+    /// A shell step before each run (where the binary's page cache sits).
+    Before { script: String },
 }
 
 /// One position of a knob.
@@ -42,7 +44,7 @@ pub struct Knob {
 }
 
 /// Every knob's name, in the order they are tried.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 10] = [
     "layout",
     "thp",
     "thp-defrag",
@@ -50,6 +52,7 @@ pub const NAMES: [&str; 9] = [
     "malloc",
     "cpus",
     "numa",
+    "numa-text",
     "governor",
     "prefetchers",
 ];
@@ -139,9 +142,68 @@ impl std::str::FromStr for Layout {
     }
 }
 
-/// The knob called `name`. `layouts` are the commands the `layout` knob tries against the
-/// command as given.
-pub fn knob(name: &str, allowed_cpus: &[u32], layouts: &[Layout]) -> Option<Knob> {
+/// What some knobs need to know of the service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given<'a> {
+    /// The CPUs tune may use.
+    pub cpus: &'a [u32],
+    /// The commands the `layout` knob tries against the command as given.
+    pub layouts: &'a [Layout],
+    /// The service's executable, whose page cache the `numa-text` knob places.
+    pub binary: Option<&'a Path>,
+}
+
+fn numa_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_prefix("node")
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(1)
+}
+
+/// The binary's page cache (its text, shared by every process of it) on each node in turn,
+/// against wherever the first reader's node puts it: dropped before each run (GNU dd's
+/// documented way to drop a file's cache) and read again under `numactl --membind` (the
+/// userspace lessons' "NUMA placement of the binary").
+fn numa_text(name: &str, nodes: usize, binary: Option<&Path>) -> Knob {
+    if nodes < 2 {
+        return unavailable(name, "one NUMA node here");
+    }
+    let Some(binary) = binary else {
+        return unavailable(name, "give --binary, the service's executable");
+    };
+    let bin = shell::word(&binary.to_string_lossy());
+    let drop = format!(
+        "dd if=/dev/null of={bin} oflag=nocache conv=notrunc,fdatasync count=0 2>/dev/null"
+    );
+    let place = |reader: &str| Change::Before {
+        script: format!("{drop}; {reader}cat {bin} > /dev/null"),
+    };
+    Knob {
+        name: name.into(),
+        current: setting("first reader's node", vec![place("")]),
+        alternatives: (0..nodes)
+            .map(|n| {
+                setting(
+                    &format!("on node {n}"),
+                    vec![place(&format!("numactl --membind={n} "))],
+                )
+            })
+            .collect(),
+        unavailable: None,
+    }
+}
+
+/// The knob called `name`.
+pub fn knob(name: &str, given: &Given) -> Option<Knob> {
+    let (allowed_cpus, layouts) = (given.cpus, given.layouts);
     Some(match name {
         "layout" if layouts.is_empty() => unavailable(
             name,
@@ -209,30 +271,19 @@ pub fn knob(name: &str, allowed_cpus: &[u32], layouts: &[Layout]) -> Option<Knob
             unavailable: None,
         },
         "cpus" => unavailable(name, "one CPU here"),
-        "numa" => {
-            let nodes = std::fs::read_dir("/sys/devices/system/node")
-                .map(|d| {
-                    d.flatten()
-                        .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
-                        .count()
-                })
-                .unwrap_or(1);
-            if nodes < 2 {
-                unavailable(name, "one NUMA node here")
-            } else {
-                Knob {
-                    name: name.into(),
-                    current: setting("default", vec![]),
-                    alternatives: vec![setting(
-                        "interleaved",
-                        vec![Change::Prefix {
-                            words: vec!["numactl".into(), "--interleave=all".into()],
-                        }],
-                    )],
-                    unavailable: None,
-                }
-            }
-        }
+        "numa" if numa_nodes() < 2 => unavailable(name, "one NUMA node here"),
+        "numa" => Knob {
+            name: name.into(),
+            current: setting("default", vec![]),
+            alternatives: vec![setting(
+                "interleaved",
+                vec![Change::Prefix {
+                    words: vec!["numactl".into(), "--interleave=all".into()],
+                }],
+            )],
+            unavailable: None,
+        },
+        "numa-text" => numa_text(name, numa_nodes(), given.binary),
         "governor" => sysfs_knob(name, GOVERNOR, &["performance", "schedutil", "powersave"]),
         "prefetchers" => unavailable(name, "not available here (model-specific registers)"),
         _ => return None,
@@ -253,6 +304,7 @@ pub fn command_line(command: &str, settings: &[&Setting]) -> String {
             Change::Env { name, value } => envs.push(format!("{name}={}", shell::word(value))),
             Change::Prefix { words } => prefix.extend(words.iter().map(|w| shell::word(w))),
             Change::Command { command } => base = command.clone(),
+            Change::Before { script } => pre.push(format!("sh -c {} && ", shell::word(script))),
         }
     }
     let mut line: String = pre.concat();
@@ -310,7 +362,12 @@ mod tests {
     #[test]
     fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
         let layout: Layout = "c3=./build-c3/srv --port 1".parse().unwrap();
-        let layouts = knob("layout", &[0, 1], &[layout]).unwrap();
+        let given = Given {
+            cpus: &[0, 1],
+            layouts: &[layout],
+            binary: None,
+        };
+        let layouts = knob("layout", &given).unwrap();
         assert_eq!(layouts.alternatives[0].label, "c3");
         let cpu = setting(
             "cpu",
@@ -322,9 +379,27 @@ mod tests {
             command_line("./srv --port 1", &[&layouts.alternatives[0], &cpu]),
             "taskset -c 0 sh -c './build-c3/srv --port 1'"
         );
-        assert!(knob("layout", &[0], &[]).unwrap().unavailable.is_some());
+        assert!(knob("layout", &Given::default())
+            .unwrap()
+            .unavailable
+            .is_some());
         for bad in ["c3", "=./srv", "a b=./srv", "c3=", "c3=  "] {
             assert!(bad.parse::<Layout>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_text_page_cache_is_placed_before_each_run() {
+        let knob = numa_text("numa-text", 2, Some(Path::new("/srv/my db")));
+        assert_eq!(knob.alternatives.len(), 2);
+        let line = command_line("./db", &[&knob.alternatives[1]]);
+        assert_eq!(
+            line,
+            "sh -c 'dd if=/dev/null of='\\''/srv/my db'\\'' oflag=nocache conv=notrunc,fdatasync count=0 2>/dev/null; numactl --membind=1 cat '\\''/srv/my db'\\'' > /dev/null' && ./db"
+        );
+        assert!(numa_text("numa-text", 1, Some(Path::new("/x")))
+            .unavailable
+            .is_some());
+        assert!(numa_text("numa-text", 2, None).unavailable.is_some());
     }
 }

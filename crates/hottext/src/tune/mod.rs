@@ -171,6 +171,7 @@ fn apply_line(change: &Change) -> String {
         Change::Sysfs { path, value } => format!("echo {value} > {}", path.display()),
         Change::Prefix { words } => format!("run the service under: {}", words.join(" ")),
         Change::Command { command } => format!("run: {command}"),
+        Change::Before { script } => format!("before each start: {script}"),
     }
 }
 
