@@ -25,7 +25,7 @@ use crate::output;
 /// effects and intervals, and the configuration to apply (printed, never applied).
 ///
 /// Knobs (--knobs, default all): layout (each --layout NAME=CMD against the command as given:
-/// another binary, or a build and a run), thp and thp-defrag (sysfs), runtime (HOTTEXT_HUGIFY=0),
+/// another binary, or a build and a run), thp and thp-defrag (sysfs), runtime (off; file, anon or hugetlb backing),
 /// malloc (glibc.malloc.hugetlb=1; jemalloc, tcmalloc through LD_PRELOAD when installed),
 /// cpus (one CPU), numa (interleave, with two nodes or more), numa-text (the --binary's page
 /// cache dropped and read again on each node before every run), governor (cpufreq), prefetchers;
