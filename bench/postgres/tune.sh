@@ -5,7 +5,9 @@
 # table. Root (THP is system-wide; tune puts it back).
 #   bash bench/postgres/tune.sh
 # Environment: VARIANT (the server binary, default cdsort: hottext's default layout),
-# DURATION (seconds a pgbench run, default 5), BUDGET (minutes, default 20), MAX_RUNS (12).
+# DURATION (seconds a pgbench run, default 5), BUDGET (minutes, default 20), MAX_RUNS (12),
+# KNOBS (comma-separated, default every knob), LAYOUTS (other variants for the layout knob,
+# default "default bolt-fn lld-cdsort c3"), OUT (the JSON's name, default tune-select).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,12 +19,21 @@ inst=$dir/inst sock=$dir/sock data=$dir/data out=$dir/out
 hottext=$root/target/release/hottext
 [ -x "$dir/v/$variant/bin/postgres" ] && [ -f "$dir/data.ready" ] ||
     { echo "bench-postgres tune: run 'make bench-postgres' first (no $dir/v/$variant or data)" >&2; exit 2; }
-server="exec setpriv --reuid=$user --regid=$user --clear-groups -- $dir/v/$variant/bin/postgres -D $data"
-"$hottext" tune --server "$server" --ready "$inst/bin/pg_isready -q -h $sock" \
+server_of() { echo "exec setpriv --reuid=$user --regid=$user --clear-groups -- $dir/v/$1/bin/postgres -D $data"; }
+server=$(server_of "$variant")
+layouts=()
+for v in ${LAYOUTS-default bolt-fn lld-cdsort c3}; do
+    [ -x "$dir/v/$v/bin/postgres" ] || { echo "bench-postgres tune: no variant $v in $dir/v" >&2; exit 2; }
+    layouts+=(--layout "$v=$(server_of "$v")")
+done
+knobs=()
+[ -n "${KNOBS:-}" ] && knobs=(--knobs "$KNOBS")
+json=$out/${OUT:-tune-select}.json
+"$hottext" tune --server "$server" "${layouts[@]}" "${knobs[@]}" --binary "$dir/v/$variant/bin/postgres" --ready "$inst/bin/pg_isready -q -h $sock" \
     --load "bash $here/load.sh $inst/bin/pgbench $sock select $duration 0" \
     --metric 'tps = ([0-9.]+)' --metric-name tps \
-    --budget "${BUDGET:-20}" --max-runs "${MAX_RUNS:-12}" --json >"$out/tune-select.json"
-python3 - "$out/tune-select.json" <<'PY'
+    --budget "${BUDGET:-20}" --max-runs "${MAX_RUNS:-12}" --json >"$json"
+python3 - "$json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("| knob | setting | tps B/A [95 % interval] | rounds | verdict (why it stopped) |")

@@ -311,7 +311,10 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
         },
         "numa-text" => numa_text(name, numa_nodes(), given.binary),
         "governor" => sysfs_knob(name, GOVERNOR, &["performance", "schedutil", "powersave"]),
-        "prefetchers" => unavailable(name, "not available here (model-specific registers)"),
+        "prefetchers" => unavailable(
+            name,
+            "the prefetcher switches are model-specific registers, which tune does not write",
+        ),
         _ => return None,
     })
 }
