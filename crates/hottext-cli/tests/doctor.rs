@@ -23,8 +23,19 @@ fn doctor_reports_the_real_thp_mode_and_buddyinfo() {
         d,
     );
     let out = hottext(&["doctor", "--binary", "p", "--json"], d);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     let doc = json(&out);
+    // Exit 1 exactly when a check fails (THP `never` here would be one), else 0.
+    let failed = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["status"] == "fail");
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(failed)),
+        "{}",
+        stdout(&out)
+    );
     let thp = "/sys/kernel/mm/transparent_hugepage";
     assert_eq!(
         doc["memory"]["thp"]["enabled"],

@@ -159,3 +159,50 @@ fn tune_compares_layouts_given_as_commands() {
         stderr(&out)
     );
 }
+
+/// Bad numbers and paths are refused before anything runs, naming the option.
+#[test]
+fn tune_and_doctor_refuse_bad_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let state = d.join("state");
+    let state = state.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "tune",
+                "--command",
+                "true",
+                "--budget=-1",
+                "--state-dir",
+                state,
+            ],
+            "--budget -1: give minutes",
+        ),
+        (
+            &[
+                "tune",
+                "--command",
+                "true",
+                "--knobs",
+                "numa-text",
+                "--binary",
+                "no-such-file",
+                "--state-dir",
+                state,
+            ],
+            "--binary no-such-file: not a file",
+        ),
+        (
+            &["doctor", "--pid", "999999999"],
+            "--pid 999999999: no such process",
+        ),
+        (&["doctor", "--interval", "0"], "--interval 0"),
+        (&["doctor", "--record=-1"], "--record -1"),
+    ];
+    for (args, message) in cases {
+        let out = hottext(args, d);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+}

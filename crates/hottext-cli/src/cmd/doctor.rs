@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -81,12 +81,20 @@ struct Estimate {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let interval = output::seconds("--interval", args.interval)?;
+    if interval.is_zero() {
+        anyhow::bail!("--interval 0: give the seconds to count over, more than 0");
+    }
+    output::seconds("--record", args.record)?;
+    if let Some(pid) = args.pid {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            anyhow::bail!("--pid {pid}: no such process (is the service running? pidof NAME)");
+        }
+    }
+    // The process's executable is opened through /proc, which still reaches it after a
+    // package upgrade replaced the file or from outside its container; the link's text names it.
     let binary_path = match (&args.binary, args.pid) {
         (Some(b), _) => Some(b.clone()),
-        (None, Some(pid)) => Some(
-            std::fs::read_link(format!("/proc/{pid}/exe"))
-                .with_context(|| format!("cannot find the executable of process {pid}"))?,
-        ),
+        (None, Some(pid)) => Some(PathBuf::from(format!("/proc/{pid}/exe"))),
         (None, None) => None,
     };
     let mut checks = Vec::new();
@@ -101,6 +109,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         other => other?,
     };
+    let binary = binary.map(|mut b| {
+        if let (None, Some(pid)) = (&args.binary, args.pid) {
+            if let Ok(link) = std::fs::read_link(format!("/proc/{pid}/exe")) {
+                b.path = link;
+            }
+        }
+        b
+    });
     let cancel = cancel::on_interrupt();
     let events = EventPlan::probe().ok();
     let pmu = events.as_ref().is_some_and(|p| p.has_hardware_pmu());

@@ -1,6 +1,6 @@
 //! `hottext tune`: the best knob settings for a service, by A/B test.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,10 +8,10 @@ use anyhow::{bail, Context};
 use hottext::measure::ab::{Config, Regex, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::EventPlan;
-use hottext::measure::stats::Better;
+use hottext::measure::stats::{Better, Verdict};
 use hottext::os::cpus;
-use hottext::tune::knobs::{knob, Given, Layout, NAMES};
-use hottext::tune::restore::DEFAULT_STATE_DIR;
+use hottext::tune::knobs::{knob, may_write, Given, Layout, NAMES};
+use hottext::tune::restore::{Lock, Restore, DEFAULT_STATE_DIR};
 use hottext::tune::{tune, Plan, Report};
 
 use crate::output;
@@ -95,17 +95,56 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The state directory's lock; none when this user may not create it (then no knob may
+/// change a system setting, which `tune` checks).
+fn lock(dir: &Path) -> anyhow::Result<Option<Lock>> {
+    match Lock::take(dir) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("--state-dir {}", dir.display())),
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Before the knobs read the current settings: a crashed run's changes are put back first,
+    // so that its values are not taken for the current ones.
+    let lock = lock(&args.state_dir)?;
+    let recovered = match &lock {
+        Some(held) => Restore::recover(&args.state_dir, held, &may_write)
+            .with_context(|| format!("cannot restore from {}", args.state_dir.display()))?,
+        None => Default::default(),
+    };
     if args.restore {
-        let back = hottext::tune::restore::Restore::recover(&args.state_dir)
-            .with_context(|| format!("cannot restore from {}", args.state_dir.display()))?;
-        for (path, value) in &back {
+        if lock.is_none() {
+            bail!(
+                "cannot open {}: run as the user that ran tune (root for system settings)",
+                args.state_dir.display()
+            );
+        }
+        for (path, value) in &recovered.put_back {
             println!("put back {} = {value}", path.display());
         }
-        if back.is_empty() {
+        for path in &recovered.gone {
+            println!("{} is gone: nothing to put back", path.display());
+        }
+        if recovered.put_back.is_empty() && recovered.gone.is_empty() {
             println!("nothing to put back");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if !(args.budget > 0.0 && args.budget <= 60.0 * 24.0 * 365.0) {
+        bail!(
+            "--budget {}: give minutes, more than 0 and at most a year",
+            args.budget
+        );
+    }
+    if let Some(binary) = &args.binary {
+        if !binary.is_file() {
+            bail!(
+                "--binary {}: not a file; give the service's executable",
+                binary.display()
+            );
+        }
     }
     if !(0.0..0.5).contains(&args.min_effect) {
         bail!("--min-effect {}: a fraction from 0 to 0.5", args.min_effect);
@@ -127,6 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cpus: &allowed,
         layouts: &args.layout,
         binary: args.binary.as_deref(),
+        pinned_server: args.server.is_some(),
     };
     for name in &names {
         match knob(name, &given) {
@@ -180,9 +220,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let events = EventPlan::probe().context("cannot probe perf's events")?;
     let interrupted = cancel::on_interrupt();
-    let report = tune(&plan, &events, interrupted, &mut |what| {
-        eprintln!("hottext: tune: {what}");
-    })?;
+    let report = tune(
+        &plan,
+        lock.as_ref(),
+        recovered,
+        &events,
+        interrupted,
+        &mut |what| {
+            eprintln!("hottext: tune: {what}");
+        },
+    )?;
     if args.json {
         output::json(&report)?;
     } else {
@@ -210,29 +257,45 @@ fn print(r: &Report) {
         let ratio = t.ratio.map_or("-".into(), |(m, lo, hi)| {
             format!("{m:.3} [{lo:.3}, {hi:.3}]")
         });
-        let verdict = serde_json::to_value(t.verdict)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         println!(
             "{:<12} {:<44} {:>24} {:>5}  {} ({})",
             t.knob,
             t.setting,
             ratio,
             t.runs,
-            verdict.replace('-', " "),
+            verdict_words(t.verdict),
             t.stopped
         );
     }
     for (knob, why) in &r.unavailable {
         println!("{knob:<12} {why}");
     }
-    if r.apply.is_empty() {
-        println!("no setting beat the current one: keep the configuration as it is");
-    } else {
+    for path in &r.recovered_gone {
+        println!(
+            "{} was left changed by a run that crashed and is gone now: nothing to put back",
+            path.display()
+        );
+    }
+    match &r.confirmation {
+        _ if !r.apply.is_empty() => {}
+        None => println!("no setting beat the current one: keep the configuration as it is"),
+        Some(c) => println!(
+            "the winners together were not confirmed better ({}): keep the configuration as it is, or tune the winning knobs again one by one",
+            verdict_words(c.verdict)
+        ),
+    }
+    if !r.apply.is_empty() {
         println!("to apply:");
         for line in &r.apply {
             println!("  {line}");
         }
     }
+}
+
+/// `b-better` → `b better`.
+fn verdict_words(verdict: Verdict) -> String {
+    serde_json::to_value(verdict)
+        .ok()
+        .and_then(|v| v.as_str().map(|w| w.replace('-', " ")))
+        .unwrap_or_default()
 }

@@ -77,7 +77,13 @@ fn write_execute(pid: Pid) -> Check {
     let unit = systemd_unit(pid);
     let denied = unit.as_ref().and_then(|unit| {
         let out = std::process::Command::new("systemctl")
-            .args(["show", "--property=MemoryDenyWriteExecute", "--value", unit])
+            .args([
+                "show",
+                "--property=MemoryDenyWriteExecute",
+                "--value",
+                "--",
+                unit,
+            ])
             .stderr(std::process::Stdio::null())
             .output()
             .ok()?;
@@ -112,6 +118,33 @@ fn write_execute(pid: Pid) -> Check {
         )
         .remedy("run the service once with HOTTEXT_VERBOSE=1: the runtime says which backing it got and why"),
     }
+}
+
+/// The path of the process's executable as its maps name it (` (deleted)` after an upgrade).
+fn exe_path(pid: Pid) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// The pages per node (`N0=12 N1=3`) of the executable mapping of `exe`: its line in `maps`
+/// (`start-end r-xp offset dev inode path`), found in `numa_maps` by its start address.
+fn text_pages_by_node(maps: &str, numa_maps: &str, exe: &str) -> Option<String> {
+    let start = maps.lines().find_map(|line| {
+        let mut fields = line.splitn(6, ' ');
+        let (range, perms) = (fields.next()?, fields.next()?);
+        let path = fields.nth(3)?.trim_start();
+        (perms.contains('x') && path == exe).then(|| range.split('-').next())?
+    })?;
+    let line = numa_maps
+        .lines()
+        .find(|l| l.split(' ').next() == Some(start))?;
+    Some(
+        line.split_whitespace()
+            .filter(|w| w.starts_with('N') && w.contains('='))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
@@ -159,26 +192,11 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
         },
         format!("{per_second:.0} a second"),
     ));
-    let nodes = std::fs::read_dir("/sys/devices/system/node")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("node"))
-                .count()
-        })
-        .unwrap_or(1);
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let text_nodes = exe.as_ref().and_then(|exe| {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).ok()?;
-        let exe = exe.to_string_lossy();
-        let line = maps
-            .lines()
-            .find(|l| l.contains(&*exe) && l.contains("file="))?;
-        Some(
-            line.split_whitespace()
-                .filter(|w| w.starts_with('N'))
-                .collect::<Vec<_>>()
-                .join(" "),
-        )
+    let nodes = super::system::numa_nodes();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok();
+    let text_nodes = maps.as_deref().and_then(|maps| {
+        let numa_maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).ok()?;
+        text_pages_by_node(maps, &numa_maps, &exe_path(pid)?)
     });
     out.push(Check::new(
         AREA,
@@ -189,17 +207,19 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
             Status::Info
         },
         format!(
-            "{nodes} node(s); the binary's first mapping on {}",
+            "{nodes} node(s); the binary's text on {}",
             text_nodes
                 .filter(|t| !t.is_empty())
                 .unwrap_or_else(|| "?".into())
         ),
     ));
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let allocator = ["jemalloc", "tcmalloc", "mimalloc"]
-        .into_iter()
-        .find(|a| maps.contains(&format!("lib{a}")))
-        .unwrap_or("glibc malloc");
+    let allocator = match &maps {
+        Some(maps) => ["jemalloc", "tcmalloc", "mimalloc"]
+            .into_iter()
+            .find(|a| maps.contains(&format!("lib{a}")))
+            .unwrap_or("glibc malloc"),
+        None => "? (its maps are not readable here)",
+    };
     out.push(Check::new(AREA, "allocator", Status::Info, allocator));
     out.push(Check::new(
         AREA,
@@ -224,4 +244,24 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
         Err(e) => Check::new(AREA, "hot range on huge pages", Status::Info, e.to_string()),
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_mapping_is_found_by_its_address_not_the_first_line_of_the_file() {
+        let maps = "5555aa000000-5555aa001000 r--p 00000000 08:01 42    /usr/bin/srv\n\
+                    5555aa001000-5555aa200000 r-xp 00001000 08:01 42    /usr/bin/srv\n\
+                    5555ab000000-5555ab100000 r-xp 00000000 08:01 43    /usr/bin/srv-helper\n";
+        let numa_maps = "5555aa000000 default file=/usr/bin/srv mapped=1 N0=1\n\
+                         5555aa001000 default file=/usr/bin/srv mapped=300 N0=100 N1=200\n\
+                         5555ab000000 default file=/usr/bin/srv-helper mapped=5 N1=5\n";
+        assert_eq!(
+            text_pages_by_node(maps, numa_maps, "/usr/bin/srv").as_deref(),
+            Some("N0=100 N1=200")
+        );
+        assert_eq!(text_pages_by_node(maps, numa_maps, "/usr/bin/other"), None);
+    }
 }

@@ -39,10 +39,12 @@ pub struct Memory {
     pub compact_fail: Option<u64>,
     pub hugetlb_total: Option<u64>,
     pub hugetlb_free: Option<u64>,
+    /// The pool's page size in KiB (2048; 1048576 for 1 GiB pages).
+    pub hugetlb_page_kb: Option<u64>,
 }
 
 /// `always [madvise] never` → `madvise`.
-fn selected(text: &str) -> Option<String> {
+pub fn selected(text: &str) -> Option<String> {
     let start = text.find('[')? + 1;
     let end = start + text[start..].find(']')?;
     Some(text[start..end].to_string())
@@ -114,7 +116,25 @@ pub fn memory() -> Memory {
         compact_fail: field(&vmstat, "compact_fail "),
         hugetlb_total: field(&meminfo, "HugePages_Total"),
         hugetlb_free: field(&meminfo, "HugePages_Free"),
+        hugetlb_page_kb: field(&meminfo, "Hugepagesize"),
     }
+}
+
+/// NUMA nodes of the machine (`node0`, `node1`, … in sysfs); 1 when sysfs does not say.
+pub fn numa_nodes() -> usize {
+    std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_prefix("node")
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+                })
+                .count()
+                .max(1)
+        })
+        .unwrap_or(1)
 }
 
 /// The checks of the machine's memory; `hot_pages` is how many 2 MiB pages the hot text needs
@@ -169,8 +189,9 @@ pub fn checks(m: &Memory, hot_pages: u64) -> Vec<Check> {
         "hugetlb pool",
         Status::Info,
         format!(
-            "{} pages of 2 MiB, {} free (only the runtime's hugetlb backing uses them)",
+            "{} pages of {} KiB, {} free (only the runtime's hugetlb backing uses them, and only pages of 2048 KiB)",
             m.hugetlb_total.unwrap_or(0),
+            m.hugetlb_page_kb.map_or("?".into(), |k| k.to_string()),
             m.hugetlb_free.unwrap_or(0)
         ),
     ));

@@ -5,11 +5,35 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::diagnose::system;
 use crate::os::shell;
 
 pub const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 pub const THP_DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
-const GOVERNOR: &str = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+/// One directory per cpufreq policy (a group of CPUs that share a clock).
+const CPUFREQ: &str = "/sys/devices/system/cpu/cpufreq";
+
+/// Whether `path` is a file some knob writes: what a restore file may name.
+pub fn may_write(path: &Path) -> bool {
+    if path == Path::new(THP_ENABLED) || path == Path::new(THP_DEFRAG) {
+        return true;
+    }
+    let Ok(rest) = path.strip_prefix(CPUFREQ) else {
+        return false;
+    };
+    let mut parts = rest.iter().map(|p| p.to_string_lossy());
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some(policy), Some(file), None)
+            if policy.strip_prefix("policy").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                && file == "scaling_governor"
+    )
+}
+
+/// Whether this process may write `path` (opening for writing changes nothing by itself).
+fn writable(path: &str) -> bool {
+    std::fs::OpenOptions::new().write(true).open(path).is_ok()
+}
 
 /// One change a setting makes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -86,6 +110,9 @@ fn sysfs_knob(name: &str, path: &str, values: &[&str]) -> Knob {
     let Some(current) = current else {
         return unavailable(name, &format!("{path} is not on this machine"));
     };
+    if !writable(path) {
+        return unavailable(name, &format!("{path} is not writable here: run as root"));
+    }
     Knob {
         name: name.into(),
         current: setting(&current, vec![sysfs(path, &current)]),
@@ -151,37 +178,59 @@ pub struct Given<'a> {
     pub layouts: &'a [Layout],
     /// The service's executable, whose page cache the `numa-text` knob places.
     pub binary: Option<&'a Path>,
+    /// A server that `ab` already pins to one CPU (the load runs on the others).
+    pub pinned_server: bool,
 }
 
-fn hugetlb_pages_free() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("HugePages_Free:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn numa_nodes() -> usize {
-    std::fs::read_dir("/sys/devices/system/node")
+/// The frequency governor of every cpufreq policy, tried with each governor the driver offers.
+fn governor(name: &str) -> Knob {
+    let mut policies: Vec<PathBuf> = std::fs::read_dir(CPUFREQ)
         .map(|d| {
             d.flatten()
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.strip_prefix("node")
-                        .is_some_and(|n| n.parse::<u32>().is_ok())
-                })
-                .count()
+                .map(|e| e.path().join("scaling_governor"))
+                .filter(|p| may_write(p) && p.exists())
+                .collect()
         })
-        .unwrap_or(1)
+        .unwrap_or_default();
+    policies.sort();
+    let Some(first) = policies.first() else {
+        return unavailable(name, &format!("no cpufreq policy under {CPUFREQ}"));
+    };
+    let Ok(current) = std::fs::read_to_string(first).map(|t| t.trim().to_string()) else {
+        return unavailable(name, &format!("cannot read {}", first.display()));
+    };
+    if !policies.iter().all(|p| writable(&p.to_string_lossy())) {
+        return unavailable(
+            name,
+            &format!("{CPUFREQ} is not writable here: run as root"),
+        );
+    }
+    let offered = std::fs::read_to_string(first.with_file_name("scaling_available_governors"))
+        .unwrap_or_default();
+    let every = |value: &str| {
+        policies
+            .iter()
+            .map(|p| Change::Sysfs {
+                path: p.clone(),
+                value: value.into(),
+            })
+            .collect()
+    };
+    Knob {
+        name: name.into(),
+        current: setting(&current, every(&current)),
+        alternatives: offered
+            .split_whitespace()
+            .filter(|&g| g != current)
+            .map(|g| setting(g, every(g)))
+            .collect(),
+        unavailable: None,
+    }
 }
 
 /// The binary's page cache (its text, shared by every process of it) on each node in turn,
 /// against wherever the first reader's node puts it: dropped before each run (GNU dd's
-/// documented way to drop a file's cache) and read again under `numactl --membind` (the
+/// documented way to drop a file's cache, `iflag=nocache count=0`) and read again under `numactl --membind` (the
 /// userspace lessons' "NUMA placement of the binary").
 fn numa_text(name: &str, nodes: usize, binary: Option<&Path>) -> Knob {
     if nodes < 2 {
@@ -191,9 +240,9 @@ fn numa_text(name: &str, nodes: usize, binary: Option<&Path>) -> Knob {
         return unavailable(name, "give --binary, the service's executable");
     };
     let bin = shell::word(&binary.to_string_lossy());
-    let drop = format!(
-        "dd if=/dev/null of={bin} oflag=nocache conv=notrunc,fdatasync count=0 2>/dev/null"
-    );
+    // Reading with nocache drops the file's cache without opening it for writing, which a
+    // running copy of the binary would refuse (ETXTBSY).
+    let drop = format!("dd if={bin} iflag=nocache count=0 2>/dev/null");
     let place = |reader: &str| Change::Before {
         script: format!("{drop}; {reader}cat {bin} > /dev/null"),
     };
@@ -246,7 +295,8 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
             // The backings the runtime may pick (auto tries file, then anon); hugetlb only
             // with pages in the pool.
             let mut backings = vec!["file", "anon"];
-            if hugetlb_pages_free() > 0 {
+            let memory = system::memory();
+            if memory.hugetlb_free.unwrap_or(0) > 0 && memory.hugetlb_page_kb == Some(2048) {
                 backings.push("hugetlb");
             }
             for backing in backings {
@@ -285,6 +335,10 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
                 unavailable: None,
             }
         }
+        "cpus" if given.pinned_server => unavailable(
+            name,
+            "the server already runs on one CPU (ab pins it; the load runs on the others)",
+        ),
         "cpus" if allowed_cpus.len() > 1 => Knob {
             name: name.into(),
             current: setting(&format!("{} CPUs", allowed_cpus.len()), vec![]),
@@ -297,7 +351,7 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
             unavailable: None,
         },
         "cpus" => unavailable(name, "one CPU here"),
-        "numa" if numa_nodes() < 2 => unavailable(name, "one NUMA node here"),
+        "numa" if system::numa_nodes() < 2 => unavailable(name, "one NUMA node here"),
         "numa" => Knob {
             name: name.into(),
             current: setting("default", vec![]),
@@ -309,8 +363,8 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
             )],
             unavailable: None,
         },
-        "numa-text" => numa_text(name, numa_nodes(), given.binary),
-        "governor" => sysfs_knob(name, GOVERNOR, &["performance", "schedutil", "powersave"]),
+        "numa-text" => numa_text(name, system::numa_nodes(), given.binary),
+        "governor" => governor(name),
         "prefetchers" => unavailable(
             name,
             "the prefetcher switches are model-specific registers, which tune does not write",
@@ -343,9 +397,14 @@ pub fn command_line(command: &str, settings: &[&Setting]) -> String {
     if !prefix.is_empty() {
         line.push_str(&format!("{} ", prefix.join(" ")));
     }
-    // The command stays a shell line of its own, as `ab` runs it.
+    // The command stays a shell line of its own, as `ab` runs it; grouped behind set-up steps,
+    // so that a failed step stops a line like `a || b` too.
     if envs.is_empty() && prefix.is_empty() {
-        line.push_str(&base);
+        if pre.is_empty() {
+            line.push_str(&base);
+        } else {
+            line.push_str(&format!("{{ {base}\n}}"));
+        }
     } else {
         line.push_str(&format!("sh -c {}", shell::word(&base)));
     }

@@ -17,6 +17,47 @@ fn settings_become_one_shell_line() {
         "printf '%s' always > /sys/x && env K='v w' taskset -c 0 sh -c './srv --port 1 | tee log'"
     );
     assert_eq!(command_line("./srv", &[]), "./srv");
+    // Behind a set-up step the command is grouped: a failed step stops `a || b` too.
+    assert_eq!(
+        command_line("a || b", &[&setting("x", vec![sysfs("/sys/x", "never")])]),
+        "printf '%s' never > /sys/x && { a || b\n}"
+    );
+}
+
+#[test]
+fn a_restore_file_may_name_only_the_files_knobs_write() {
+    assert!(may_write(Path::new(THP_ENABLED)));
+    assert!(may_write(Path::new(
+        "/sys/devices/system/cpu/cpufreq/policy12/scaling_governor"
+    )));
+    for other in [
+        "/etc/ld.so.preload",
+        "/sys/devices/system/cpu/cpufreq/policy/scaling_governor",
+        "/sys/devices/system/cpu/cpufreq/policy1/../../../../../etc/passwd",
+        "/sys/devices/system/cpu/cpufreq/policy1/scaling_max_freq",
+        "/sys/kernel/mm/transparent_hugepage/enabled/../x",
+    ] {
+        assert!(!may_write(Path::new(other)), "{other}");
+    }
+}
+
+#[test]
+fn a_server_pinned_by_ab_has_no_cpus_knob() {
+    let given = Given {
+        cpus: &[0, 1],
+        pinned_server: true,
+        ..Given::default()
+    };
+    let cpus = knob("cpus", &given).unwrap();
+    assert!(cpus
+        .unavailable
+        .unwrap()
+        .contains("already runs on one CPU"));
+    let given = Given {
+        cpus: &[0, 1],
+        ..Given::default()
+    };
+    assert!(knob("cpus", &given).unwrap().unavailable.is_none());
 }
 
 #[test]
@@ -26,6 +67,7 @@ fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
         cpus: &[0, 1],
         layouts: &[layout],
         binary: None,
+        pinned_server: false,
     };
     let layouts = knob("layout", &given).unwrap();
     assert_eq!(layouts.alternatives[0].label, "c3");
@@ -55,7 +97,7 @@ fn the_text_page_cache_is_placed_before_each_run() {
     let line = command_line("./db", &[&knob.alternatives[1]]);
     assert_eq!(
         line,
-        "sh -c 'dd if=/dev/null of='\\''/srv/my db'\\'' oflag=nocache conv=notrunc,fdatasync count=0 2>/dev/null; numactl --membind=1 cat '\\''/srv/my db'\\'' > /dev/null' && ./db"
+        "sh -c 'dd if='\\''/srv/my db'\\'' iflag=nocache count=0 2>/dev/null; numactl --membind=1 cat '\\''/srv/my db'\\'' > /dev/null' && { ./db\n}"
     );
     assert!(numa_text("numa-text", 1, Some(Path::new("/x")))
         .unavailable

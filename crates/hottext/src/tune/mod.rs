@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::measure::ab::{self, Config};
 use crate::measure::events::EventPlan;
-use crate::measure::stats::Verdict;
+use crate::measure::stats::{self, Verdict};
 use crate::measure::MeasureError;
 use knobs::{command_line, files, Change, Knob, Setting};
-use restore::Restore;
+use restore::{Lock, Recovered, Restore};
 
 /// What to tune and how hard to try.
 pub struct Plan {
@@ -31,7 +31,8 @@ pub struct Plan {
     /// An effect smaller than this (0.02: 2 %) is not worth having: an interval inside
     /// 1 ± min_effect ends a comparison as hopeless.
     pub min_effect: f64,
-    /// No new comparison starts after this long.
+    /// No knob's comparison starts after this long; the confirmation of the winners found by
+    /// then still runs, since a configuration is applied only once confirmed.
     pub budget: Duration,
     pub state_dir: PathBuf,
 }
@@ -60,10 +61,13 @@ pub struct Report {
     pub winners: Vec<(String, Setting)>,
     /// All winners together against everything as it was.
     pub confirmation: Option<Trial>,
-    /// The configuration to apply, one line each (environment, sysfs, command prefix).
+    /// The configuration to apply, one line each (environment, sysfs, command prefix): the
+    /// winners, once the confirmation found them better together; empty otherwise.
     pub apply: Vec<String>,
     /// Settings a crashed run had left changed, put back at the start.
     pub recovered: Vec<(PathBuf, String)>,
+    /// Settings that run had changed whose files are gone since.
+    pub recovered_gone: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,11 +79,17 @@ pub enum TuneError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    #[error("the knobs change system settings ({files}), which needs the state directory {dir}: run as root, or give --state-dir DIR")]
+    NoStateDir { dir: PathBuf, files: String },
 }
 
-/// Tunes; `progress` hears each comparison as it starts.
+/// Tunes; `progress` hears each comparison as it starts. `lock` is the state directory's,
+/// held since before the knobs read their current settings (after [`Restore::recover`] put
+/// back a crashed run's); without it no knob may change a system setting.
 pub fn tune(
     plan: &Plan,
+    lock: Option<&Lock>,
+    recovered: Recovered,
     events: &EventPlan,
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(&str),
@@ -88,14 +98,27 @@ pub fn tune(
         dir: plan.state_dir.clone(),
         source,
     };
-    let recovered = Restore::recover(&plan.state_dir).map_err(restore_err)?;
     let settings = plan
         .knobs
         .iter()
+        .filter(|k| k.unavailable.is_none())
         .flat_map(|k| std::iter::once(&k.current).chain(&k.alternatives));
     let touched = files(settings);
     let touched: Vec<&std::path::Path> = touched.iter().map(PathBuf::as_path).collect();
-    let restore = Restore::save(&plan.state_dir, &touched).map_err(restore_err)?;
+    let restore = match lock {
+        _ if touched.is_empty() => None,
+        Some(lock) => Some(Restore::save(&plan.state_dir, lock, &touched).map_err(restore_err)?),
+        None => {
+            return Err(TuneError::NoStateDir {
+                dir: plan.state_dir.clone(),
+                files: touched
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+    };
     let started = Instant::now();
     let mut report = Report {
         metric: String::new(),
@@ -104,7 +127,8 @@ pub fn tune(
         winners: Vec::new(),
         confirmation: None,
         apply: Vec::new(),
-        recovered,
+        recovered: recovered.put_back,
+        recovered_gone: recovered.gone,
     };
     for knob in &plan.knobs {
         if let Some(why) = &knob.unavailable {
@@ -152,15 +176,19 @@ pub fn tune(
         progress("all winners together against everything as it was");
         let a = command_line(&plan.command, &currents);
         let b = command_line(&plan.command, &chosen);
-        report.confirmation =
-            Some(compare(plan, events, cancel, started, "all", "winners", a, b)?.0);
-        report.apply = chosen
-            .iter()
-            .flat_map(|s| &s.changes)
-            .map(apply_line)
-            .collect();
+        let confirmation = compare(plan, events, cancel, started, "all", "winners", a, b)?.0;
+        if confirmation.verdict == Verdict::BBetter {
+            report.apply = chosen
+                .iter()
+                .flat_map(|s| &s.changes)
+                .map(apply_line)
+                .collect();
+        }
+        report.confirmation = Some(confirmation);
     }
-    restore.finish().map_err(restore_err)?;
+    if let Some(restore) = restore {
+        restore.finish().map_err(restore_err)?;
+    }
     Ok(report)
 }
 
@@ -175,7 +203,8 @@ fn apply_line(change: &Change) -> String {
     }
 }
 
-/// A/B of `a` against `b`: 6 rounds, doubled while inconclusive (see [`Plan`]).
+/// A/B of `a` against `b`: `min_runs` rounds, doubled while inconclusive (see [`Plan`]);
+/// each doubling adds rounds to those already run.
 #[allow(clippy::too_many_arguments)]
 fn compare(
     plan: &Plan,
@@ -187,21 +216,29 @@ fn compare(
     a: String,
     b: String,
 ) -> Result<(Trial, String), TuneError> {
-    let mut runs = plan.min_runs;
+    let (mut runs, mut more) = (0, plan.min_runs);
+    let (mut values_a, mut values_b) = (Vec::new(), Vec::new());
     loop {
         let config = Config {
             a: a.clone(),
             b: b.clone(),
-            runs,
+            runs: more,
             ..plan.ab.clone()
         };
         let report = ab::run(&config, events, cancel, &mut |_, _, _| {})?;
+        runs += more;
         let key = report.headline.clone().unwrap_or_default();
         let row = report.row(&key);
-        let ratio = row
-            .and_then(|r| r.comparison.ratio.as_ref())
+        let comparison = row.and_then(|r| {
+            values_a.extend_from_slice(&r.a);
+            values_b.extend_from_slice(&r.b);
+            stats::compare(&values_a, &values_b, r.better)
+        });
+        let ratio = comparison
+            .as_ref()
+            .and_then(|c| c.ratio.as_ref())
             .map(|r| (r.median, r.low, r.high));
-        let verdict = row.map_or(Verdict::Undetermined, |r| r.comparison.verdict);
+        let verdict = comparison.map_or(Verdict::Undetermined, |c| c.verdict);
         let hopeless = ratio
             .is_some_and(|(_, lo, hi)| lo >= 1.0 - plan.min_effect && hi <= 1.0 + plan.min_effect);
         let stopped = match verdict {
@@ -223,6 +260,6 @@ fn compare(
             };
             return Ok((trial, label));
         }
-        runs *= 2;
+        more = runs;
     }
 }

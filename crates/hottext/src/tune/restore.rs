@@ -2,15 +2,71 @@
 //! may write is recorded with its current value in a restore file; the values are written back
 //! when tuning ends (also on an error or Ctrl-C, through [`Restore`]'s drop), and at the next
 //! start after a crash, which left the file behind.
+//!
+//! The restore file tells a root process which files to write, so it is trusted only as far as
+//! it must be: it is read only when owned by this user and writable by no one else, never
+//! through a symbolic link, and only its lines naming files `tune` itself writes are acted on.
+//! One run at a time holds the state directory's lock: a second run would take the first's
+//! changed values for the originals.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::diagnose::system::selected;
 use crate::os::files::write_atomic;
 
 /// Where the restore file lives unless told otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/hottext";
 const FILE: &str = "tune-restore";
+const LOCK: &str = "tune.lock";
+
+/// The state directory, held by one run: kept until the run ends.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+impl Lock {
+    /// Creates `state_dir` if needed and takes its lock; an error of kind `WouldBlock` when
+    /// another run holds it.
+    pub fn take(state_dir: &Path) -> io::Result<Lock> {
+        std::fs::create_dir_all(state_dir)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(state_dir.join(LOCK))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.kind() == io::ErrorKind::WouldBlock {
+                io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another hottext tune is running with {} (one at a time: each puts back what it changed)",
+                        state_dir.display()
+                    ),
+                )
+            } else {
+                e
+            });
+        }
+        Ok(Lock { _file: file })
+    }
+}
+
+/// What [`Restore::recover`] did.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Settings written back.
+    pub put_back: Vec<(PathBuf, String)>,
+    /// Settings whose file is gone (a driver not loaded since): nothing to put back.
+    pub gone: Vec<PathBuf>,
+}
 
 /// The settings to put back, and where that promise is kept on disk.
 #[derive(Debug)]
@@ -21,52 +77,121 @@ pub struct Restore {
 
 /// `always [madvise] never` → `madvise`; a plain value as it is.
 pub fn current_value(text: &str) -> String {
-    match (text.find('['), text.find(']')) {
-        (Some(s), Some(e)) if s < e => text[s + 1..e].to_string(),
-        _ => text.trim().to_string(),
+    selected(text).unwrap_or_else(|| text.trim().to_string())
+}
+
+fn invalid(path: &Path, what: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: {what}", path.display()),
+    )
+}
+
+/// The restore file's settings: `path<TAB>value` lines, each path one `may_write` accepts.
+fn parse(
+    path: &Path,
+    text: &str,
+    may_write: &dyn Fn(&Path) -> bool,
+) -> io::Result<Vec<(PathBuf, String)>> {
+    let mut saved = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some((file, value)) = line.split_once('\t') else {
+            return Err(invalid(path, format!("line {}: not PATH<TAB>VALUE", i + 1)));
+        };
+        if !may_write(Path::new(file)) {
+            return Err(invalid(
+                path,
+                format!("line {}: {file} is not a setting tune changes; remove the file if you did not write it", i + 1),
+            ));
+        }
+        saved.push((PathBuf::from(file), value.to_string()));
     }
+    Ok(saved)
 }
 
-fn parse(text: &str) -> Vec<(PathBuf, String)> {
-    text.lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(path, value)| (PathBuf::from(path), value.to_string()))
-        .collect()
+/// Reads the restore file if there is one: not through a link, and only when this user owns it
+/// and no one else may write it.
+fn read_trusted(path: &Path) -> io::Result<Option<String>> {
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(invalid(path, "is a symbolic link; remove it".into()))
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err(invalid(
+            path,
+            format!(
+                "not a regular file of user {me} writable only by it (owner {}, mode {:o}); remove it if you did not write it",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(Some(text))
 }
 
-/// Writes each saved value back; the first error, if any.
-fn put_back(saved: &[(PathBuf, String)]) -> io::Result<()> {
-    let mut first = Ok(());
+/// Writes each saved value back; a file that no longer exists is skipped and returned. The
+/// first other error, if any.
+fn put_back(saved: &[(PathBuf, String)]) -> io::Result<Vec<PathBuf>> {
+    let (mut first, mut gone) = (Ok(()), Vec::new());
     for (path, value) in saved {
-        if let Err(e) = std::fs::write(path, value) {
-            if first.is_ok() {
-                first = Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+        // Never created: a setting whose file is gone stays gone.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(value.as_bytes()));
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => gone.push(path.clone()),
+            Err(e) => {
+                if first.is_ok() {
+                    first = Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+                }
             }
         }
     }
-    first
+    first.map(|()| gone)
 }
 
 impl Restore {
     /// Puts back what a crashed run left in `state_dir`'s restore file, if there is one, and
-    /// says which settings those were.
-    pub fn recover(state_dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
+    /// says which settings those were. `may_write` names the files tune changes; a file naming
+    /// others is refused whole.
+    pub fn recover(
+        state_dir: &Path,
+        _held: &Lock,
+        may_write: &dyn Fn(&Path) -> bool,
+    ) -> io::Result<Recovered> {
         let path = state_dir.join(FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(e),
+        let Some(text) = read_trusted(&path)? else {
+            return Ok(Recovered::default());
         };
-        let saved = parse(&text);
-        put_back(&saved)?;
+        let saved = parse(&path, &text, may_write)?;
+        let gone = put_back(&saved)?;
         std::fs::remove_file(&path)?;
-        Ok(saved)
+        let put_back = saved
+            .into_iter()
+            .filter(|(p, _)| !gone.contains(p))
+            .collect();
+        Ok(Recovered { put_back, gone })
     }
 
     /// Records the current values of `files` (those that exist) in `state_dir` before any of
-    /// them changes.
-    pub fn save(state_dir: &Path, files: &[&Path]) -> io::Result<Restore> {
-        std::fs::create_dir_all(state_dir)?;
+    /// them changes. With no files, nothing is written.
+    pub fn save(state_dir: &Path, _held: &Lock, files: &[&Path]) -> io::Result<Restore> {
         let mut saved = Vec::new();
         for &file in files {
             if let Ok(text) = std::fs::read_to_string(file) {
@@ -78,7 +203,9 @@ impl Restore {
             .map(|(p, v)| format!("{}\t{v}\n", p.display()))
             .collect();
         let path = state_dir.join(FILE);
-        write_atomic(&path, text.as_bytes())?;
+        if !saved.is_empty() {
+            write_atomic(&path, text.as_bytes())?;
+        }
         Ok(Restore { path, saved })
     }
 
@@ -97,7 +224,7 @@ impl Restore {
             let _ = std::fs::remove_file(&self.path);
         }
         self.saved.clear();
-        result
+        result.map(drop)
     }
 }
 
@@ -117,17 +244,77 @@ mod tests {
     fn a_crashed_run_is_put_back_at_the_next_start() {
         let dir = tempfile::tempdir().unwrap();
         let setting = dir.path().join("enabled");
+        let ours = |p: &Path| p == setting;
         std::fs::write(&setting, "always [madvise] never\n").unwrap();
-        let restore = Restore::save(dir.path(), &[&setting]).unwrap();
+        let lock = Lock::take(dir.path()).unwrap();
+        let restore = Restore::save(dir.path(), &lock, &[&setting]).unwrap();
         assert_eq!(restore.original(&setting), Some("madvise"));
         std::fs::write(&setting, "always").unwrap();
         std::mem::forget(restore); // as SIGKILL would
-        let back = Restore::recover(dir.path()).unwrap();
-        assert_eq!(back.len(), 1);
+        let back = Restore::recover(dir.path(), &lock, &ours).unwrap();
+        assert_eq!(back.put_back.len(), 1);
         assert_eq!(std::fs::read_to_string(&setting).unwrap(), "madvise");
+        let again = Restore::recover(dir.path(), &lock, &ours).unwrap();
+        assert!(again.put_back.is_empty(), "the file is gone");
+    }
+
+    #[test]
+    fn a_second_run_cannot_take_the_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Lock::take(dir.path()).unwrap();
+        let second = Lock::take(dir.path()).unwrap_err();
+        assert_eq!(second.kind(), io::ErrorKind::WouldBlock);
         assert!(
-            Restore::recover(dir.path()).unwrap().is_empty(),
-            "the file is gone"
+            second.to_string().contains("another hottext tune"),
+            "{second}"
         );
+    }
+
+    #[test]
+    fn a_restore_file_naming_other_files_or_open_to_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Lock::take(dir.path()).unwrap();
+        let target = dir.path().join("ld.so.preload");
+        let file = dir.path().join(FILE);
+        std::fs::write(&file, format!("{}\t/tmp/evil.so\n", target.display())).unwrap();
+        let e = Restore::recover(dir.path(), &lock, &|_: &Path| false).unwrap_err();
+        assert!(
+            e.to_string().contains("is not a setting tune changes"),
+            "{e}"
+        );
+        assert!(!target.exists(), "nothing written");
+
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = Restore::recover(dir.path(), &lock, &|_: &Path| true).unwrap_err();
+        assert!(e.to_string().contains("writable only by it"), "{e}");
+
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &file).unwrap();
+        let e = Restore::recover(dir.path(), &lock, &|_: &Path| true).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn a_setting_whose_file_is_gone_does_not_block_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Lock::take(dir.path()).unwrap();
+        let (kept, gone) = (dir.path().join("kept"), dir.path().join("gone"));
+        std::fs::write(&kept, "always").unwrap();
+        std::fs::write(
+            dir.path().join(FILE),
+            format!(
+                "{}\tmadvise\n{}\tperformance\n",
+                kept.display(),
+                gone.display()
+            ),
+        )
+        .unwrap();
+        let back = Restore::recover(dir.path(), &lock, &|_: &Path| true).unwrap();
+        assert_eq!(back.put_back, [(kept.clone(), "madvise".to_string())]);
+        assert_eq!(back.gone, [gone]);
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "madvise");
+        assert!(!dir.path().join(FILE).exists());
     }
 }
