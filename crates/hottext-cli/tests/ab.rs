@@ -273,3 +273,53 @@ fn too_few_rounds_are_errors_and_failing_commands_fail() {
         );
     }
 }
+
+/// Set-up lines run before each run of their side, outside the counted command, and a failed
+/// one fails the experiment naming it.
+#[test]
+fn setup_lines_run_before_each_run_uncounted() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = ab(
+        dir.path(),
+        &[
+            "--runs",
+            "6",
+            "--warmup",
+            "1",
+            "-a",
+            "test ! -e b-ready && echo v=1",
+            "-b",
+            "test -e b-ready && rm b-ready && echo v=1",
+            "--setup-b",
+            "touch b-ready && echo set-up >> setups",
+            "--expect-same",
+            "v=([0-9])",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let setups = std::fs::read_to_string(dir.path().join("setups")).unwrap();
+    assert_eq!(
+        setups.lines().count(),
+        7,
+        "one per run of B with the warm-up"
+    );
+
+    let out = ab(
+        dir.path(),
+        &[
+            "--runs",
+            "6",
+            "-a",
+            "true",
+            "-b",
+            "true",
+            "--setup-a",
+            "echo no >&2; exit 4",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("set-up of A failed"), "{err}");
+    assert!(err.contains("no"), "{err}");
+}

@@ -209,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             service,
             metrics,
             expect_same: None,
+            setup: Default::default(),
         },
         command,
         knobs,

@@ -373,42 +373,38 @@ pub fn knob(name: &str, given: &Given) -> Option<Knob> {
     })
 }
 
-/// The `sh -c` line that runs `command` with `settings` applied.
-pub fn command_line(command: &str, settings: &[&Setting]) -> String {
-    let mut pre = Vec::new();
+/// How `ab` runs `command` with `settings` applied: the set-up line before each run, not
+/// counted (system settings written, a page cache placed), and the `sh -c` line it counts.
+pub fn command_line(command: &str, settings: &[&Setting]) -> (String, String) {
+    let mut setup = Vec::new();
     let (mut envs, mut prefix, mut base) = (Vec::new(), Vec::new(), command.to_string());
     for change in settings.iter().flat_map(|s| &s.changes) {
         match change {
-            Change::Sysfs { path, value } => pre.push(format!(
-                "printf '%s' {} > {} && ",
+            Change::Sysfs { path, value } => setup.push(format!(
+                "printf '%s' {} > {}",
                 shell::word(value),
                 shell::word(&path.to_string_lossy())
             )),
             Change::Env { name, value } => envs.push(format!("{name}={}", shell::word(value))),
             Change::Prefix { words } => prefix.extend(words.iter().map(|w| shell::word(w))),
             Change::Command { command } => base = command.clone(),
-            Change::Before { script } => pre.push(format!("sh -c {} && ", shell::word(script))),
+            Change::Before { script } => setup.push(format!("sh -c {}", shell::word(script))),
         }
     }
-    let mut line: String = pre.concat();
+    let mut line = String::new();
     if !envs.is_empty() {
         line.push_str(&format!("env {} ", envs.join(" ")));
     }
     if !prefix.is_empty() {
         line.push_str(&format!("{} ", prefix.join(" ")));
     }
-    // The command stays a shell line of its own, as `ab` runs it; grouped behind set-up steps,
-    // so that a failed step stops a line like `a || b` too.
+    // The command stays a shell line of its own, as `ab` runs it.
     if envs.is_empty() && prefix.is_empty() {
-        if pre.is_empty() {
-            line.push_str(&base);
-        } else {
-            line.push_str(&format!("{{ {base}\n}}"));
-        }
+        line.push_str(&base);
     } else {
         line.push_str(&format!("sh -c {}", shell::word(&base)));
     }
-    line
+    (setup.join(" && "), line)
 }
 
 /// The sysfs files `settings` may write.

@@ -213,15 +213,16 @@ fn compare(
     started: Instant,
     knob: &str,
     setting: &str,
-    a: String,
-    b: String,
+    a: (String, String),
+    b: (String, String),
 ) -> Result<(Trial, String), TuneError> {
     let (mut runs, mut more) = (0, plan.min_runs);
     let (mut values_a, mut values_b) = (Vec::new(), Vec::new());
     loop {
         let config = Config {
-            a: a.clone(),
-            b: b.clone(),
+            a: a.1.clone(),
+            b: b.1.clone(),
+            setup: [a.0.clone(), b.0.clone()],
             runs: more,
             ..plan.ab.clone()
         };

@@ -54,6 +54,7 @@ use crate::output;
 /// Examples:
 ///   hottext ab --runs 10 --warmup 1 -a './base --requests 100000' -b './hot --requests 100000'
 ///   hottext ab -a ./base-bfd -b ./hot-bfd --expect-same 'checksum: ([0-9a-f]+)' --json
+///   hottext ab -a ./srv -b ./srv --setup-b 'dd if=./srv iflag=nocache count=0'
 ///   hottext ab --server-a './base --port 8080' --server-b './hot --port 8080' \
 ///       --ready 'curl -sf http://127.0.0.1:8080/' --load 'wrk -d10 http://127.0.0.1:8080/' \
 ///       --metric 'Requests/sec: *([0-9.]+)' --metric-name rps --higher-is-better
@@ -123,6 +124,12 @@ pub struct Args {
     /// checksum); exit status 1 otherwise.
     #[arg(long, value_name = "REGEX")]
     expect_same: Option<String>,
+    /// A shell line run before each run of A, not counted (e.g. a page cache to drop).
+    #[arg(long, value_name = "CMD", conflicts_with = "simulate")]
+    setup_a: Option<String>,
+    /// A shell line run before each run of B, not counted.
+    #[arg(long, value_name = "CMD", conflicts_with = "simulate")]
+    setup_b: Option<String>,
     /// Simulate instead of counting: run each side under valgrind's cachegrind with models of
     /// the L1 iTLB, L2 iTLB and L1i, and compare exact instruction counts and misses per
     /// million instructions (for machines without a hardware PMU). One run per side and
@@ -289,6 +296,10 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         service,
         metrics,
         expect_same,
+        setup: [
+            args.setup_a.clone().unwrap_or_default(),
+            args.setup_b.clone().unwrap_or_default(),
+        ],
     })
 }
 

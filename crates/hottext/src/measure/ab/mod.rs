@@ -102,6 +102,9 @@ pub struct Config {
     pub metrics: Vec<ServiceMetric>,
     /// Every run's match (group 1) must be the same text, e.g. a checksum.
     pub expect_same: Option<Regex>,
+    /// Shell lines run before each run of A and of B, not counted (a system setting to put
+    /// in force, a page cache to place); empty for none.
+    pub setup: [String; 2],
 }
 
 impl Config {
@@ -109,6 +112,13 @@ impl Config {
         match side {
             Side::A => &self.a,
             Side::B => &self.b,
+        }
+    }
+
+    fn setup(&self, side: Side) -> &str {
+        match side {
+            Side::A => &self.setup[0],
+            Side::B => &self.setup[1],
         }
     }
 }

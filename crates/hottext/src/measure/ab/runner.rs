@@ -59,12 +59,35 @@ impl Runner<'_> {
             mhz: None,
             server_killed: false,
         };
+        self.set_up(&id)?;
         let captured = match &self.config.service {
             None => self.run_command(&id, &mut record)?,
             Some(service) => self.run_service(service, &id, &mut record)?,
         };
         self.read_output(&id, &captured, &mut record)?;
         Ok(record)
+    }
+
+    /// The side's set-up line, before anything is counted; its failure fails the run.
+    fn set_up(&self, id: &RunId) -> Result<(), MeasureError> {
+        let script = self.config.setup(id.side);
+        if script.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", script]);
+        let what = format!("set-up of {:?}", id.side);
+        let captured = run_captured(cmd, &what, None, self.cancel)?;
+        match captured.status {
+            None => Err(MeasureError::Interrupted),
+            Some(status) if status.success() => Ok(()),
+            Some(status) => Err(MeasureError::CommandFailed {
+                side: what,
+                run: id.label.clone(),
+                status: status.to_string(),
+                stderr: captured.stderr,
+            }),
+        }
     }
 
     /// `perf stat -- sh -c CMD`: the command's process tree.
