@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
+use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{Binary, BinaryError};
 use hottext::diagnose::{binary, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
@@ -15,6 +16,7 @@ use hottext::layout::metrics::Metrics;
 use hottext::measure::cancel;
 use hottext::measure::events::{EventPlan, Vendor};
 use hottext::os::proc::Pid;
+use hottext::report::heat::placed_in;
 use serde::Serialize;
 
 use super::pid_arg;
@@ -125,10 +127,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(b) = &binary {
         checks.extend(binary::checks(b));
         if let Some(profile) = profile(&args, b, cancel, &mut checks)? {
-            let (check, map) = binary::spread(b, &profile);
+            // Matched once (by name, then by code): both checks judge the same placement.
+            let placed = placed_in(&profile, b, || fingerprints(b).unwrap_or_default());
+            let (check, map) = binary::spread(b, &placed);
             hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);
             checks.push(check);
-            let (check, now, then) = front_end::estimate(b, &profile);
+            let (check, now, then) = front_end::estimate(&placed);
             checks.push(check);
             estimate = Some(Estimate { now, then });
         }

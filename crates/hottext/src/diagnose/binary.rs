@@ -4,7 +4,8 @@
 use super::{Check, Status};
 use crate::binary::{Binary, HOT_END, HOT_START, HUGE_PAGE};
 use crate::graph::Graph;
-use crate::report::heat::{heat_map, HeatMap};
+use crate::layout::metrics::Placement;
+use crate::report::heat::{heat_map_of, HeatMap};
 use crate::verify::check_binary;
 
 const AREA: &str = "binary";
@@ -153,10 +154,9 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
 
 /// How spread out `profile`'s hot code is in `binary`'s layout, and whether hot text and huge
 /// pages would help: the front end's estimate without a PMU.
-pub fn spread(binary: &Binary, profile: &Graph) -> (Check, HeatMap) {
-    let map = heat_map("", profile, binary, || {
-        crate::binary::fingerprint::fingerprints(binary).unwrap_or_default()
-    });
+/// `placed` is the profile as laid out in `binary` (`report::heat::placed_in`).
+pub fn spread(binary: &Binary, placed: &(Graph, Placement)) -> (Check, HeatMap) {
+    let map = heat_map_of("", &placed.0, &placed.1, binary);
     let rows: std::collections::BTreeSet<u64> = map
         .pages
         .iter()

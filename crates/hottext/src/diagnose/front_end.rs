@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::{Check, Status};
 use crate::binary::Binary;
 use crate::graph::Graph;
-use crate::layout::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
+use crate::layout::metrics::{measure, place_in_order, Metrics, Placement, COMPILED_ALIGNMENT};
 use crate::layout::{auto, Params};
 use crate::measure::counts::Counts;
 use crate::measure::events::{Counter, EventPlan, Vendor};
@@ -241,15 +241,14 @@ fn read(perf_data: &Path, binary: &Binary, pid: Pid) -> Result<Graph, String> {
 /// What hot text and huge pages would change, by the layout model: the iTLB entries the code
 /// for 99 % of the samples needs as laid out now and as `order --algorithm auto` would lay it
 /// out on 2 MiB pages, and the calls that leave their 4 KiB page.
-pub fn estimate(binary: &Binary, profile: &Graph) -> (Check, Metrics, Metrics) {
-    let (graph, at) = crate::report::heat::placed_in(profile, binary, || {
-        crate::binary::fingerprint::fingerprints(binary).unwrap_or_default()
-    });
-    let now = measure(&graph, &at);
-    let choice = auto::choose(&graph, &Params::default(), &mut |_| {});
+/// `placed` is the profile as laid out in the binary (`report::heat::placed_in`).
+pub fn estimate(placed: &(Graph, Placement)) -> (Check, Metrics, Metrics) {
+    let (graph, at) = placed;
+    let now = measure(graph, at);
+    let choice = auto::choose(graph, &Params::default(), &mut |_| {});
     let then = measure(
-        &graph,
-        &place_in_order(&graph, &choice.order, COMPILED_ALIGNMENT),
+        graph,
+        &place_in_order(graph, &choice.order, COMPILED_ALIGNMENT),
     );
     let value = format!(
         "iTLB entries for 99% of the samples: {} now (4 KiB pages), {} with hot text on 2 MiB pages \

@@ -70,6 +70,11 @@ pub fn heat_map(
     code: impl FnOnce() -> Fingerprints,
 ) -> HeatMap {
     let (graph, at) = placed_in(profile, binary, code);
+    heat_map_of(title, &graph, &at, binary)
+}
+
+/// The heat map of `graph` at the addresses `at` in `binary` (both from [`placed_in`]).
+pub fn heat_map_of(title: &str, graph: &Graph, at: &Placement, binary: &Binary) -> HeatMap {
     let text_start = binary
         .functions
         .iter()
@@ -85,7 +90,7 @@ pub fn heat_map(
     let base = text_start - text_start % HUGE_PAGE;
     let count = text_end.saturating_sub(base).div_ceil(PAGE) as usize;
     let mut mass = vec![0f64; count];
-    for (p, m) in samples_by_block(&graph, &at, PAGE) {
+    for (p, m) in samples_by_block(graph, at, PAGE) {
         if let Some(slot) = mass.get_mut((p - base / PAGE) as usize) {
             *slot = m;
         }
@@ -99,7 +104,7 @@ pub fn heat_map(
     HeatMap {
         title: title.to_string(),
         base,
-        names: names(&graph, &at, base, &pages),
+        names: names(graph, at, base, &pages),
         pages_99: pages_for(&mass, 0.99),
         pages,
         hot_range,
