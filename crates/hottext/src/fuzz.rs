@@ -55,7 +55,7 @@ pub fn profile(data: &[u8]) -> bool {
                 );
             }
         }
-        let choice = layout::auto::choose(&graph, &Params::default(), &mut |_| {});
+        let choice = layout::auto::choose(&graph, &Params::default(), &|_| {});
         for candidate in &choice.candidates {
             let score = candidate.score;
             assert!(

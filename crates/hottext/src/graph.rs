@@ -177,31 +177,28 @@ impl Graph {
     /// the call weight its sites do not account for (the estimate lld and hfsort use when they
     /// lack offsets). Offsets past the caller's end (a profile from another build) are clamped
     /// to its last byte.
-    pub fn jumps(&self) -> Vec<Jump> {
+    pub fn jumps(&self) -> impl Iterator<Item = Jump> + '_ {
         let last_byte = |f: FuncId| self.funcs[f.index()].size.max(1) - 1;
         let mut sited: HashMap<(FuncId, FuncId), u64> = Default::default();
-        let mut jumps = Vec::with_capacity(self.calls.len() + self.sites.len());
         for s in &self.sites {
             *sited.entry((s.caller, s.callee)).or_default() += s.weight;
-            jumps.push(Jump {
-                caller: s.caller,
-                callee: s.callee,
-                offset: s.offset.min(last_byte(s.caller)),
-                weight: s.weight,
-            });
         }
-        for c in &self.calls {
+        let at_sites = self.sites.iter().map(move |s| Jump {
+            caller: s.caller,
+            callee: s.callee,
+            offset: s.offset.min(last_byte(s.caller)),
+            weight: s.weight,
+        });
+        let unsited = self.calls.iter().filter_map(move |c| {
             let known = sited.get(&(c.caller, c.callee)).copied().unwrap_or(0);
-            if c.weight > known {
-                jumps.push(Jump {
-                    caller: c.caller,
-                    callee: c.callee,
-                    offset: self.funcs[c.caller.index()].size / 2,
-                    weight: c.weight - known,
-                });
-            }
-        }
-        jumps
+            (c.weight > known).then(|| Jump {
+                caller: c.caller,
+                callee: c.callee,
+                offset: self.funcs[c.caller.index()].size / 2,
+                weight: c.weight - known,
+            })
+        });
+        at_sites.chain(unsited)
     }
 
     /// `# key: value` header lines, in file order.

@@ -127,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             params.c3.merge_threshold = args.merge_threshold;
             output::parameters("order", &params);
             // The same choice as `order --algorithm auto`, the default there.
-            let choice = auto::choose(&f.graph, &params, &mut |_| ());
+            let choice = auto::choose(&f.graph, &params, &|_| ());
             let name = choice.algorithm.name();
             eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
             let origin = format!(

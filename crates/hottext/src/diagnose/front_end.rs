@@ -245,7 +245,7 @@ fn read(perf_data: &Path, binary: &Binary, pid: Pid) -> Result<Graph, String> {
 pub fn estimate(placed: &(Graph, Placement)) -> (Check, Metrics, Metrics) {
     let (graph, at) = placed;
     let now = measure(graph, at);
-    let choice = auto::choose(graph, &Params::default(), &mut |_| {});
+    let choice = auto::choose(graph, &Params::default(), &|_| {});
     let then = measure(
         graph,
         &place_in_order(graph, &choice.order, COMPILED_ALIGNMENT),

@@ -14,13 +14,11 @@
 //!    two algorithms differ only in how they build chains).
 //!
 //! A node keeps the id of one of its functions; of the two nodes an edge joins, the one with the
-//! lower id is the left chain in step 2. The paper leaves this open; any fixed rule keeps the
-//! output deterministic.
+//! lower id is the left chain in step 2. Equally heavy edges are taken in the order of the pairs
+//! of functions they first joined (an edge keeps that rank when merges re-point it). The paper
+//! leaves both open; any fixed rule keeps the output deterministic.
 
-use std::cmp::Reverse;
-use std::collections::VecDeque;
-
-use foldhash::HashMap;
+use std::hash::BuildHasher;
 
 use super::queue::{prefetch, MaxQueue};
 use crate::graph::{FuncId, Graph};
@@ -28,78 +26,60 @@ use crate::graph::{FuncId, Graph};
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     let n = graph.funcs().len();
     let original = Original::new(graph);
-    // One edge per pair of nodes, at first the original edges in the same order.
-    let mut edges: Vec<Edge> = original
-        .edges
-        .iter()
-        .map(|&(a, b, weight)| Edge {
-            ends: [a, b],
-            weight,
-            dead: false,
-        })
-        .collect();
-    // Edge ids per node, some dead: they are dropped when the node is merged away. One map of
-    // node pairs rather than a map per node: on a 1 M-function graph a million small maps cost
-    // more than the merging.
+    let mut edges = undirected_edges(graph);
+    // Edge ids per node, some dead: they are dropped when the node is merged away.
     let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut edge_between: HashMap<u64, u32> = HashMap::default();
-    edge_between.reserve(edges.len());
+    let mut edge_between = EdgeIndex::new(&edges);
     for (e, edge) in edges.iter().enumerate() {
         adj[(edge.ends[0]).index()].push(e as u32);
         adj[(edge.ends[1]).index()].push(e as u32);
-        edge_between.insert(pair(edge.ends[0], edge.ends[1]), e as u32);
     }
-    let mut chains: Vec<Chain> = (0..n).map(FuncId::from_index).map(Chain::new).collect();
+    let mut chains = Chains::new(n);
 
-    // Heaviest edge first, then the lower pair of nodes; an entry is skipped when its edge
-    // died, was re-pointed or grew since (each change pushed a new entry).
+    // Heaviest edge first; an entry is skipped when its edge died or grew since (growing
+    // pushed a new entry). Re-pointing an edge leaves its entry as it is.
     let mut queue = MaxQueue::new(
         (0..edges.len() as u32)
             .map(|e| entry(&edges[e as usize], e))
             .collect(),
     );
-    while let Some(key @ (_, _, Reverse(e))) = queue.pop() {
-        if let Some((_, _, Reverse(next))) = queue.peek() {
-            prefetch(&edges[next as usize]); // a random read: overlap it with this merge
+    while let Some(key) = queue.pop() {
+        let e = !(key as u32);
+        if let Some(next) = queue.peek() {
+            prefetch(&edges[!(next as u32) as usize]); // a random read: overlap it with this merge
         }
         let edge = &edges[e as usize];
-        if edge.dead || entry(edge, e) != key {
+        if edge.is_dead() || entry(edge, e) != key {
             continue;
         }
         let [a, b] = edge.ends;
         let (left, right) = (a.min(b), a.max(b));
-        let joined = join(
-            std::mem::take(&mut chains[left.index()]),
-            std::mem::take(&mut chains[right.index()]),
-            &original,
-        );
         // Keep the node with more edges, so re-pointing edges costs the smaller side.
         let (keep, gone) = if adj[a.index()].len() >= adj[b.index()].len() {
             (a, b)
         } else {
             (b, a)
         };
-        chains[keep.index()] = joined;
-        edges[e as usize].dead = true;
+        chains.join(left, right, keep, &original);
+        edges[e as usize].kill();
 
-        edge_between.remove(&pair(a, b));
+        edge_between.remove(e, a, b);
         for x in std::mem::take(&mut adj[gone.index()]) {
-            if edges[x as usize].dead {
+            if edges[x as usize].is_dead() {
                 continue;
             }
             let other = other_end(&edges[x as usize], gone);
-            edge_between.remove(&pair(gone, other));
-            match edge_between.get(&pair(keep, other)) {
+            edge_between.remove(x, gone, other);
+            match edge_between.find(&edges, keep, other) {
                 None => {
                     edges[x as usize].ends = [keep, other];
-                    edge_between.insert(pair(keep, other), x);
+                    edge_between.insert(&edges, x);
                     adj[keep.index()].push(x);
-                    queue.push(entry(&edges[x as usize], x));
                 }
-                Some(&onto) => {
+                Some(onto) => {
                     // Both nodes had an edge to `other`: one edge of the summed weight.
                     let moved = edges[x as usize].weight;
-                    edges[x as usize].dead = true;
+                    edges[x as usize].kill();
                     edges[onto as usize].weight += moved;
                     queue.push(entry(&edges[onto as usize], onto));
                 }
@@ -107,11 +87,9 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
         }
     }
 
-    let mut nodes: Vec<(u64, u64, FuncId, Vec<FuncId>)> = chains
-        .into_iter()
-        .filter(|c| !c.is_empty())
+    let mut nodes: Vec<(u64, u64, FuncId, Vec<FuncId>)> = (0..n)
+        .filter_map(|node| chains.functions(FuncId::from_index(node)))
         .map(|c| {
-            let c = c.into_vec();
             let samples = c.iter().map(|&f| graph.funcs()[f].samples).sum();
             let size = c.iter().map(|&f| graph.funcs()[f].size).sum::<u64>().max(1);
             let first = c.iter().copied().min().unwrap_or_default();
@@ -127,13 +105,9 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     nodes.into_iter().flat_map(|n| n.3).collect()
 }
 
-/// Edge `e`'s place in the queue.
-fn entry(edge: &Edge, e: u32) -> (u64, Reverse<u64>, Reverse<u32>) {
-    (
-        edge.weight,
-        Reverse(pair(edge.ends[0], edge.ends[1])),
-        Reverse(e),
-    )
+/// Edge `e`'s place in the queue: its weight, then the lower id (in the low bits, inverted).
+fn entry(edge: &Edge, e: u32) -> u128 {
+    (u128::from(edge.weight) << 32) | u128::from(!e)
 }
 
 /// The key of an unordered pair of nodes.
@@ -141,11 +115,99 @@ fn pair(a: FuncId, b: FuncId) -> u64 {
     (u64::from(a.min(b).0) << 32) | u64::from(a.max(b).0)
 }
 
-/// The coalesced weight between two nodes.
+/// The live edge between two nodes, if any. One table of node pairs rather than a table per
+/// node (on a 1 M-function graph a million small maps cost more than the merging), holding edge
+/// ids only and comparing against the edges' ends: a third of the memory of a map from pairs.
+struct EdgeIndex {
+    table: hashbrown::HashTable<u32>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl EdgeIndex {
+    /// Indexes every edge; their pairs of ends must differ.
+    fn new(edges: &[Edge]) -> EdgeIndex {
+        let mut index = EdgeIndex {
+            table: hashbrown::HashTable::with_capacity(edges.len()),
+            hasher: Default::default(),
+        };
+        for e in 0..edges.len() {
+            index.insert(edges, e as u32);
+        }
+        index
+    }
+
+    fn hash(&self, a: FuncId, b: FuncId) -> u64 {
+        self.hasher.hash_one(pair(a, b))
+    }
+
+    fn find(&self, edges: &[Edge], a: FuncId, b: FuncId) -> Option<u32> {
+        let key = pair(a, b);
+        self.table
+            .find(self.hash(a, b), |&x| {
+                let [p, q] = edges[x as usize].ends;
+                pair(p, q) == key
+            })
+            .copied()
+    }
+
+    /// Indexes edge `e`, whose pair of ends no other indexed edge has.
+    fn insert(&mut self, edges: &[Edge], e: u32) {
+        // Rehashing (after many removals) reads each indexed edge's ends: they are current,
+        // since an edge leaves the index before its ends change.
+        let hasher = &self.hasher;
+        let hash_of = |x: &u32| {
+            let [a, b] = edges[*x as usize].ends;
+            hasher.hash_one(pair(a, b))
+        };
+        self.table.insert_unique(hash_of(&e), e, hash_of);
+    }
+
+    /// Drops edge `e`, which joins `a` and `b`.
+    fn remove(&mut self, e: u32, a: FuncId, b: FuncId) {
+        if let Ok(entry) = self.table.find_entry(self.hash(a, b), |&x| x == e) {
+            entry.remove();
+        }
+    }
+}
+
+/// The coalesced weight between two nodes; weight 0 once it died (joined into another edge or
+/// merged along): live edges weigh at least 1.
 struct Edge {
     ends: [FuncId; 2],
     weight: u64,
-    dead: bool,
+}
+
+impl Edge {
+    fn is_dead(&self) -> bool {
+        self.weight == 0
+    }
+
+    fn kill(&mut self) {
+        self.weight = 0;
+    }
+}
+
+/// One edge per pair of functions that call each other, direction dropped and weights added,
+/// in the order of the pairs.
+fn undirected_edges(graph: &Graph) -> Vec<Edge> {
+    let mut edges: Vec<Edge> = graph
+        .calls()
+        .iter()
+        .filter(|c| c.caller != c.callee && c.weight > 0)
+        .map(|c| Edge {
+            ends: [c.caller.min(c.callee), c.caller.max(c.callee)],
+            weight: c.weight,
+        })
+        .collect();
+    edges.sort_unstable_by_key(|e| e.ends);
+    edges.dedup_by(|next, kept| {
+        let same = next.ends == kept.ends;
+        if same {
+            kept.weight += next.weight;
+        }
+        same
+    });
+    edges
 }
 
 fn other_end(edge: &Edge, node: FuncId) -> FuncId {
@@ -156,155 +218,161 @@ fn other_end(edge: &Edge, node: FuncId) -> FuncId {
     }
 }
 
-/// The call weights between functions with direction dropped, self-calls dropped: what step 2
-/// compares, whatever merges did since.
-struct Original {
-    /// (lower id, higher id, weight), sorted.
-    edges: Vec<(FuncId, FuncId, u64)>,
-    /// Where each lower id's edges start in `edges`.
+/// The call weights between functions, looked up in the graph's calls (sorted by caller) in
+/// both directions: what step 2 compares, whatever merges did since.
+struct Original<'a> {
+    calls: &'a [crate::graph::Call],
+    /// Where each caller's calls start in `calls`.
     starts: Vec<u32>,
 }
 
-impl Original {
-    fn new(graph: &Graph) -> Original {
-        let mut edges: Vec<(FuncId, FuncId, u64)> = graph
-            .calls()
-            .iter()
-            .filter(|c| c.caller != c.callee && c.weight > 0)
-            .map(|c| (c.caller.min(c.callee), c.caller.max(c.callee), c.weight))
-            .collect();
-        edges.sort_unstable();
-        edges.dedup_by(|next, kept| {
-            let same = (next.0, next.1) == (kept.0, kept.1);
-            if same {
-                kept.2 += next.2;
-            }
-            same
-        });
+impl Original<'_> {
+    fn new(graph: &Graph) -> Original<'_> {
+        let calls = graph.calls();
         let mut starts = vec![0u32; graph.funcs().len() + 1];
-        for &(a, _, _) in &edges {
-            starts[a.index() + 1] += 1;
+        for c in calls {
+            starts[c.caller.index() + 1] += 1;
         }
         for i in 1..starts.len() {
             starts[i] += starts[i - 1];
         }
-        Original { edges, starts }
+        Original { calls, starts }
     }
 
     fn weight(&self, x: FuncId, y: FuncId) -> u64 {
-        let (lo, hi) = (x.min(y), x.max(y));
-        let range =
-            &self.edges[self.starts[lo.index()] as usize..self.starts[lo.index() + 1] as usize];
-        range
-            .binary_search_by_key(&hi, |&(_, b, _)| b)
-            .map_or(0, |i| range[i].2)
-    }
-}
-
-/// Joins two chains in the orientation whose new neighbours call each other most.
-fn join(mut a: Chain, mut b: Chain, original: &Original) -> Chain {
-    let weight = |x: FuncId, y: FuncId| original.weight(x, y);
-    // (reverse a, reverse b, weight across the seam), in order of preference on ties.
-    let options = [
-        (false, false, weight(a.last(), b.first())),
-        (true, false, weight(a.first(), b.first())),
-        (false, true, weight(a.last(), b.last())),
-        (true, true, weight(a.first(), b.last())),
-    ];
-    let (rev_a, rev_b, _) = options
-        .into_iter()
-        .reduce(|best, o| if o.2 > best.2 { o } else { best })
-        .unwrap_or(options[0]);
-    if rev_a {
-        a.reverse();
-    }
-    if rev_b {
-        b.reverse();
-    }
-    a.append(b);
-    a
-}
-
-/// A sequence of functions that reverses in O(1) and concatenates in time proportional to the
-/// shorter side. Copying whole chains on every merge made the algorithm quadratic when one long
-/// chain absorbs many small ones, as it does on real call graphs.
-#[derive(Default)]
-struct Chain {
-    items: VecDeque<FuncId>,
-    /// The chain reads `items` back to front.
-    reversed: bool,
-}
-
-impl Chain {
-    fn new(f: FuncId) -> Chain {
-        Chain {
-            items: VecDeque::from([f]),
-            reversed: false,
+        if x == y {
+            return 0;
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    fn first(&self) -> FuncId {
-        let end = if self.reversed {
-            self.items.back()
-        } else {
-            self.items.front()
+        let one_way = |from: FuncId, to: FuncId| {
+            let range = &self.calls
+                [self.starts[from.index()] as usize..self.starts[from.index() + 1] as usize];
+            range
+                .binary_search_by_key(&to, |c| c.callee)
+                .map_or(0, |i| range[i].weight)
         };
-        end.copied().unwrap_or_default()
+        one_way(x, y) + one_way(y, x)
+    }
+}
+
+/// The chains of functions, as doubly linked lists that need no direction: a function's two
+/// links are its neighbours in either order, so reversing a chain is swapping its ends and
+/// joining two is linking two ends, both O(1). (Copying chains on each merge made the algorithm
+/// quadratic when one long chain absorbs many small ones, as it does on real call graphs; a
+/// deque per function cost a million allocations.)
+struct Chains {
+    /// Per function: its neighbours in its chain, `NO_FUNC` where it has fewer than two.
+    links: Vec<[FuncId; 2]>,
+    /// Per node (named by a function of its chain): the chain's first and last functions;
+    /// `NO_FUNC` once the node merged into another.
+    ends: Vec<[FuncId; 2]>,
+}
+
+const NO_FUNC: FuncId = FuncId(u32::MAX);
+
+impl Chains {
+    fn new(n: usize) -> Chains {
+        Chains {
+            links: vec![[NO_FUNC; 2]; n],
+            ends: (0..n).map(|f| [FuncId::from_index(f); 2]).collect(),
+        }
     }
 
-    fn last(&self) -> FuncId {
-        let end = if self.reversed {
-            self.items.front()
+    /// Joins the chains of nodes `left` and `right`, in the orientation whose new neighbours
+    /// call each other most, as the chain of node `keep` (one of the two).
+    fn join(&mut self, left: FuncId, right: FuncId, keep: FuncId, original: &Original) {
+        let [a_first, a_last] = self.ends[left.index()];
+        let [b_first, b_last] = self.ends[right.index()];
+        let weight = |x: FuncId, y: FuncId| original.weight(x, y);
+        // (reverse a, reverse b, weight across the seam), in order of preference on ties.
+        let options = [
+            (false, false, weight(a_last, b_first)),
+            (true, false, weight(a_first, b_first)),
+            (false, true, weight(a_last, b_last)),
+            (true, true, weight(a_first, b_last)),
+        ];
+        let (rev_a, rev_b, _) = options
+            .into_iter()
+            .reduce(|best, o| if o.2 > best.2 { o } else { best })
+            .unwrap_or(options[0]);
+        let (a_first, a_last) = if rev_a {
+            (a_last, a_first)
         } else {
-            self.items.back()
+            (a_first, a_last)
         };
-        end.copied().unwrap_or_default()
-    }
-
-    fn reverse(&mut self) {
-        self.reversed = !self.reversed;
-    }
-
-    /// The chain in reading order.
-    fn into_vec(self) -> Vec<FuncId> {
-        let mut v: Vec<FuncId> = self.items.into();
-        if self.reversed {
-            v.reverse();
-        }
-        v
-    }
-
-    /// `self` followed by `other`, built in whichever deque is longer.
-    fn append(&mut self, mut other: Chain) {
-        if self.items.len() >= other.items.len() {
-            for f in other.into_vec() {
-                self.push_back(f);
-            }
+        let (b_first, b_last) = if rev_b {
+            (b_last, b_first)
         } else {
-            for f in std::mem::take(self).into_vec().into_iter().rev() {
-                other.push_front(f);
-            }
-            *self = other;
-        }
+            (b_first, b_last)
+        };
+        self.link(a_last, b_first);
+        self.link(b_first, a_last);
+        self.ends[left.index()] = [NO_FUNC; 2];
+        self.ends[right.index()] = [NO_FUNC; 2];
+        self.ends[keep.index()] = [a_first, b_last];
     }
 
-    fn push_back(&mut self, f: FuncId) {
-        if self.reversed {
-            self.items.push_front(f);
-        } else {
-            self.items.push_back(f);
-        }
+    fn link(&mut self, f: FuncId, neighbour: FuncId) {
+        let links = &mut self.links[f.index()];
+        let free = usize::from(links[0] != NO_FUNC);
+        links[free] = neighbour;
     }
 
-    fn push_front(&mut self, f: FuncId) {
-        if self.reversed {
-            self.items.push_back(f);
-        } else {
-            self.items.push_front(f);
+    /// The functions of node `node`'s chain in order, if the node still stands for one.
+    fn functions(&self, node: FuncId) -> Option<Vec<FuncId>> {
+        let [first, _] = self.ends[node.index()];
+        if first == NO_FUNC {
+            return None;
         }
+        let mut chain = Vec::new();
+        let (mut previous, mut f) = (NO_FUNC, first);
+        while f != NO_FUNC {
+            chain.push(f);
+            let [x, y] = self.links[f.index()];
+            (previous, f) = (f, if x != previous { x } else { y });
+        }
+        Some(chain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Re-pointing edges (remove, change the ends, insert) many times over a table filled to
+    /// its load limit leaves tombstones that make it rehash, which reads each edge's current
+    /// ends; every live pair is still found, and no old one.
+    #[test]
+    fn edge_index_finds_every_live_pair_after_rehashing() {
+        // 1792 edges fill the 2048 buckets hashbrown makes for them to its 7/8 limit.
+        let mut edges: Vec<Edge> = (0..64u32)
+            .flat_map(|a| {
+                (1..=28u32).map(move |k| Edge {
+                    ends: [FuncId(a), FuncId(a + k)],
+                    weight: 1,
+                })
+            })
+            .collect();
+        assert_eq!(edges.len(), 1792);
+        let mut index = EdgeIndex::new(&edges);
+        let mut removed = Vec::new();
+        for round in 0..20 * edges.len() {
+            let e = (round * 7919) % edges.len();
+            let [a, b] = edges[e].ends;
+            index.remove(e as u32, a, b);
+            removed.push((a, b));
+            edges[e].ends = [a, FuncId(1000 + round as u32)];
+            index.insert(&edges, e as u32);
+        }
+        for (e, edge) in edges.iter().enumerate() {
+            let [a, b] = edge.ends;
+            assert_eq!(index.find(&edges, b, a), Some(e as u32), "edge {e}");
+        }
+        for (a, b) in removed {
+            let live = edges
+                .iter()
+                .any(|edge| pair(edge.ends[0], edge.ends[1]) == pair(a, b));
+            assert_eq!(index.find(&edges, a, b).is_some(), live);
+        }
+        assert_eq!(index.table.len(), edges.len());
     }
 }

@@ -142,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None,
         ),
         AlgorithmArg::Auto => {
-            let choice = auto::choose(&graph, &params, &mut |a| {
+            let choice = auto::choose(&graph, &params, &|a| {
                 if graph.funcs().len() > 100_000 {
                     eprintln!(
                         "hottext: --algorithm auto: ordering {} functions with {a}",

@@ -15,20 +15,38 @@ struct Jump {
     callee: FuncId,
     /// The next jump of the same edge (a linked list, so that joining edges costs O(1)).
     next: u32,
-    /// Call site, in bytes from the caller's start.
-    offset: u64,
+    /// Call site, in bytes from the caller's start: 32 bits, since no linkable function is
+    /// 4 GiB long (x86-64 calls reach ±2 GiB), and a million jumps then take 8 MB less.
+    offset: u32,
     weight: u64,
 }
 
-/// The jumps between two chains, in both directions.
+/// The jumps between two chains, in both directions. Twenty bytes: its flags are apart
+/// (`State::dead`, `State::first_end_leads`).
 struct Edge {
     ends: [u32; 2],
     head: u32,
     tail: u32,
-    /// Merges done when the gain was last computed, and the better order found then.
+    /// Merges done when the gain was last computed.
     computed_at: u32,
-    first_end_leads: bool,
-    dead: bool,
+}
+
+/// One bit per edge.
+struct EdgeBits(Vec<u64>);
+
+impl EdgeBits {
+    fn new(edges: usize) -> EdgeBits {
+        EdgeBits(vec![0; edges.div_ceil(64)])
+    }
+
+    fn get(&self, e: u32) -> bool {
+        self.0[e as usize / 64] >> (e % 64) & 1 == 1
+    }
+
+    fn set(&mut self, e: u32, value: bool) {
+        let word = &mut self.0[e as usize / 64];
+        *word = (*word & !(1 << (e % 64))) | u64::from(value) << (e % 64);
+    }
 }
 
 /// Where a function is: its chain (named by the slot of a function it started as) and its
@@ -60,6 +78,10 @@ pub(super) struct State<'a> {
     params: &'a CdsortParams,
     jumps: Vec<Jump>,
     edges: Vec<Edge>,
+    /// Joined into another edge, or merged along.
+    dead: EdgeBits,
+    /// Whether the chain of `ends[0]` came first in the better order found by the last gain.
+    first_end_leads: EdgeBits,
     place: Vec<Place>,
     next_member: Vec<FuncId>,
     /// Per slot; stale once the chain is merged into another.
@@ -118,8 +140,6 @@ impl<'a> State<'a> {
                 head: i as u32,
                 tail: i as u32,
                 computed_at: 0,
-                first_end_leads: true,
-                dead: false,
             });
             adj[a.index()].push(e);
             adj[b.index()].push(e);
@@ -128,6 +148,8 @@ impl<'a> State<'a> {
         State {
             params,
             jumps,
+            dead: EdgeBits::new(edges.len()),
+            first_end_leads: EdgeBits::new(edges.len()),
             edges,
             place: (0..n as u32)
                 .map(|f| Place {
@@ -161,7 +183,7 @@ impl<'a> State<'a> {
 
     /// Whether edge `e` was joined into another or merged along.
     pub(super) fn is_dead(&self, e: u32) -> bool {
-        self.edges[e as usize].dead
+        self.dead.get(e)
     }
 
     /// Starts loading edge `e`, to be read soon.
@@ -198,7 +220,7 @@ impl<'a> State<'a> {
         }
         keys.retain_mut(|k| {
             let e = unpack(*k).1;
-            if self.edges[e as usize].dead {
+            if self.dead.get(e) {
                 return false;
             }
             if !self.is_stale(e) {
@@ -228,9 +250,8 @@ impl<'a> State<'a> {
         } else {
             gain_ab > gain_ba
         };
-        let edge = &mut self.edges[e as usize];
-        edge.computed_at = self.merges;
-        edge.first_end_leads = a_first;
+        self.edges[e as usize].computed_at = self.merges;
+        self.first_end_leads.set(e, a_first);
         Some(pack(if a_first { gain_ab } else { gain_ba }, e))
     }
 
@@ -246,7 +267,7 @@ impl<'a> State<'a> {
                 self.place[jump.callee.index()],
             );
             // One end of each jump is in `a`, the other in `b`; the site lies inside its chain.
-            let (site, target) = (caller.offset + jump.offset, callee.offset);
+            let (site, target) = (caller.offset + u64::from(jump.offset), callee.offset);
             let (ab, ba) = if caller.chain == edge.ends[0] {
                 (a.size - site + target, b.size - target + site)
             } else {
@@ -269,7 +290,14 @@ impl<'a> State<'a> {
 
     /// How likely a jump of `distance` bytes stays within cached code.
     fn locality(&self, distance: u64) -> f64 {
-        (distance.max(1) as f64).powf(-self.params.distance_power)
+        let d = distance.max(1) as f64;
+        if self.params.distance_power == 0.25 {
+            // The default, and the hottest arithmetic of the algorithm: two square roots cost
+            // a fraction of a general power.
+            1.0 / d.sqrt().sqrt()
+        } else {
+            d.powf(-self.params.distance_power)
+        }
     }
 
     /// Expected i-TLB misses of chains `a` and `b` apart, minus those of the two merged.
@@ -290,7 +318,11 @@ impl<'a> State<'a> {
     pub(super) fn merge(&mut self, e: u32) {
         let edge = &self.edges[e as usize];
         let [a, b] = edge.ends;
-        let (first, second) = if edge.first_end_leads { (a, b) } else { (b, a) };
+        let (first, second) = if self.first_end_leads.get(e) {
+            (a, b)
+        } else {
+            (b, a)
+        };
         // The chain with more edges survives: the other's edges are the ones re-pointed.
         let (into, from) = if self.adj[a as usize].len() >= self.adj[b as usize].len() {
             (a, b)
@@ -321,7 +353,7 @@ impl<'a> State<'a> {
 
         // The edge between the two is now inside the chain. Each other edge of `from` joins
         // into's edge to the same neighbour, or is re-pointed at `into`.
-        self.edges[e as usize].dead = true;
+        self.dead.set(e, true);
         // Both lists are read in order, the edges they name at random: each loop prefetches
         // the edge a few places ahead so that those reads overlap.
         let mut edges = std::mem::take(&mut self.adj[into as usize]);
@@ -332,7 +364,7 @@ impl<'a> State<'a> {
                 prefetch(&self.edges[ahead as usize]);
             }
             let x = edges[i];
-            if self.edges[x as usize].dead {
+            if self.dead.get(x) {
                 continue;
             }
             let neighbour = self.neighbour(x, into);
@@ -347,7 +379,7 @@ impl<'a> State<'a> {
             if let Some(&ahead) = from_edges.get(i + PREFETCH_DISTANCE) {
                 prefetch(&self.edges[ahead as usize]);
             }
-            if self.edges[x as usize].dead {
+            if self.dead.get(x) {
                 continue;
             }
             let neighbour = self.neighbour(x, from);
@@ -383,7 +415,7 @@ impl<'a> State<'a> {
         let onto_tail = self.edges[onto as usize].tail;
         self.jumps[onto_tail as usize].next = head;
         self.edges[onto as usize].tail = tail;
-        self.edges[x as usize].dead = true;
+        self.dead.set(x, true);
     }
 
     /// Chains by decreasing density (exact, by cross-multiplication), ties by first function.
@@ -413,13 +445,12 @@ impl<'a> State<'a> {
 fn jumps(graph: &Graph) -> Vec<Jump> {
     graph
         .jumps()
-        .into_iter()
         .filter(|j| j.caller != j.callee && j.weight > 0)
         .map(|j| Jump {
             caller: j.caller,
             callee: j.callee,
             next: NONE,
-            offset: j.offset,
+            offset: u32::try_from(j.offset).unwrap_or(u32::MAX),
             weight: j.weight,
         })
         .collect()
