@@ -281,15 +281,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         written.needs_markers,
     )?;
 
+    // `auto` measured the chosen order already; the list differs from it only when parts GCC
+    // split off were left out.
+    let chosen = candidates
+        .iter()
+        .flatten()
+        .find(|c| c.chosen)
+        .map(|c| c.metrics.clone());
+    summary.ordered = Some(match chosen {
+        Some(metrics) if list.kept == ordered => metrics,
+        _ => measure(
+            &graph,
+            &place_in_order(&graph, &list.kept, COMPILED_ALIGNMENT),
+        ),
+    });
     summary.algorithm = Some(name);
     summary.candidates = candidates;
     summary.params = Some(&params);
     summary.alignment = Some(alignment);
     summary.hot = Some(list.hot_text(&graph));
-    summary.ordered = Some(measure(
-        &graph,
-        &place_in_order(&graph, &list.kept, COMPILED_ALIGNMENT),
-    ));
     if args.json {
         output::json(&summary)?;
     } else {
