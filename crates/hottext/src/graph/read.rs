@@ -1,52 +1,81 @@
-//! Reading the text format, line by line, so that memory is that of the graph itself.
+//! Reading the text format as it streams in, so that memory is that of the graph itself: line by
+//! line, and the call section of a large profile in chunks on two more threads ([`chunks`]).
 
 use std::borrow::Cow;
-use std::io::BufRead;
+use std::io::{self, BufRead};
 
-use super::{Call, CallSite, Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
+use super::{Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
+
+mod calls;
+mod chunks;
+
+use calls::{CallLines, Names};
 
 pub(super) fn read(input: impl BufRead) -> Result<Graph, GraphError> {
-    Reader::default().read(input)
+    Reader::default().read(input, chunks::CHUNK_BYTES)
 }
 
-#[derive(Default)]
+/// Reads with the call section in chunks of about `chunk_bytes`, however few functions there
+/// are: tests compare it with reading line by line.
+#[cfg(test)]
+pub(super) fn read_in_chunks(input: impl BufRead, chunk_bytes: usize) -> Result<Graph, GraphError> {
+    Reader {
+        chunked_from: 0,
+        ..Reader::default()
+    }
+    .read(input, chunk_bytes)
+}
+
 struct Reader {
     graph: Graph,
     ids: NameIndex,
     version: u32,
-    /// The last caller seen: canonical files list calls sorted by caller, so most call lines
-    /// repeat it and skip a look-up.
-    last_caller: Option<FuncId>,
-    /// The `call` line the next `site` lines belong to, and what they may still weigh.
-    open_call: Option<OpenCall>,
-    /// Whether a call line did not follow the previous one in (caller, callee) order, as in
-    /// canonical files: only then can a pair repeat, and only then is it looked for.
-    calls_unsorted: bool,
+    calls: CallLines,
+    /// The functions a profile declares before its call section is read in chunks on two
+    /// threads; smaller ones are read in milliseconds on one.
+    chunked_from: usize,
 }
 
-struct OpenCall {
-    call: Call,
-    weight_left: u64,
-    /// The offset of the call's last site so far.
-    last_offset: Option<u64>,
+impl Default for Reader {
+    fn default() -> Self {
+        Reader {
+            graph: Graph::default(),
+            ids: NameIndex::default(),
+            version: 0,
+            calls: CallLines::default(),
+            chunked_from: 10_000,
+        }
+    }
 }
 
 impl Reader {
-    fn read(mut self, mut input: impl BufRead) -> Result<Graph, GraphError> {
-        let mut line = String::new();
+    fn read(mut self, mut input: impl BufRead, chunk_bytes: usize) -> Result<Graph, GraphError> {
+        let mut raw = Vec::new();
         let mut lineno = 0;
+        let mut chunked = false;
         while {
-            line.clear();
-            input.read_line(&mut line)? > 0
+            raw.clear();
+            input.read_until(b'\n', &mut raw)? > 0
         } {
             lineno += 1;
-            let text = line.trim_end_matches(['\n', '\r']);
-            if lineno == 1 {
-                self.version = version(text)?;
+            if !chunked
+                && lineno > 1
+                && self.graph.funcs.len() >= self.chunked_from
+                && kind(&raw) == b"call"
+            {
+                // The call section: the names are all declared (or a chunk says otherwise).
+                chunked = true;
+                let first = std::mem::take(&mut raw);
+                let left = chunks::read(&mut self, &mut input, first, lineno, chunk_bytes)?;
+                lineno = left.next_line - 1;
+                for chunk in left.chunks {
+                    for (i, line) in chunk.lines().enumerate() {
+                        self.raw_line(line, chunk.first_line + i)?;
+                    }
+                }
                 continue;
             }
-            self.line(text)
-                .map_err(|msg| GraphError::Malformed { line: lineno, msg })?;
+            self.raw_line(&raw, lineno)?;
         }
         if lineno == 0 {
             return Err(GraphError::NotAProfile);
@@ -54,10 +83,24 @@ impl Reader {
         if self.graph.funcs.is_empty() {
             return Err(GraphError::Empty);
         }
-        if self.calls_unsorted {
+        let calls = std::mem::take(&mut self.calls);
+        self.graph.calls = calls.calls;
+        self.graph.sites = calls.sites;
+        if calls.unsorted {
             self.refuse_repeated_calls()?;
         }
         Ok(self.graph)
+    }
+
+    /// Line `lineno` of the file, as read (with its line break, if any).
+    fn raw_line(&mut self, raw: &[u8], lineno: usize) -> Result<(), GraphError> {
+        let text = text(raw)?;
+        if lineno == 1 {
+            self.version = version(text)?;
+            return Ok(());
+        }
+        self.line(text)
+            .map_err(|msg| GraphError::Malformed { line: lineno, msg })
     }
 
     /// A caller and callee on two `call` lines would be two calls, each written back with the
@@ -80,37 +123,32 @@ impl Reader {
     }
 
     fn line(&mut self, text: &str) -> Result<(), String> {
-        if let Some(comment) = text.strip_prefix('#') {
-            if let Some((k, v)) = comment.split_once(':') {
-                self.graph
-                    .headers
-                    .push((k.trim().to_string(), v.trim().to_string()));
+        let (kind, mut fields) = match record(text) {
+            Record::Nothing => return Ok(()),
+            Record::Header(key, value) => {
+                self.graph.headers.push((key, value));
+                return Ok(());
             }
-            return Ok(());
-        }
-        let mut fields = text.split_ascii_whitespace();
-        let Some(kind) = fields.next() else {
-            return Ok(()); // blank line
-        };
-        let mut next = |what: &str| {
-            fields
-                .next()
-                .ok_or_else(|| format!("'{kind}' record lacks {what}"))
+            Record::Fields(kind, fields) => (kind, fields),
         };
         if kind != "site" {
-            self.open_call = None;
+            self.calls.close_call();
         }
         let version = self.version;
+        let names = Names {
+            funcs: &self.graph.funcs,
+            ids: &self.ids,
+        };
         match kind {
             "fn" => {
-                let name = &*unescape(version, next("a name")?)?;
-                let size = number(next("a size")?, "size")?;
+                let name = &*unescape(version, field(&mut fields, kind, "a name")?)?;
+                let size = number(field(&mut fields, kind, "a size")?, "size")?;
                 if size > MAX_FUNCTION_SIZE {
                     return Err(format!(
                         "size {size} of '{name}' is over {MAX_FUNCTION_SIZE} bytes: no function is that large (x86-64 and AArch64 code reaches at most 4 GiB); the profile is damaged or crafted"
                     ));
                 }
-                let samples = count(next("a sample count")?, "sample count")?;
+                let samples = count(field(&mut fields, kind, "a sample count")?, "sample count")?;
                 no_more(fields)?;
                 if self.ids.get(&self.graph.funcs, name).is_some() {
                     return Err(format!("function '{name}' is declared twice"));
@@ -124,51 +162,17 @@ impl Reader {
                 self.ids.insert(&self.graph.funcs, id);
             }
             "alias" => {
-                let name = &*unescape(version, next("a function name")?)?;
-                let alias = &*unescape(version, next("an alias name")?)?;
+                let name = &*unescape(version, field(&mut fields, kind, "a function name")?)?;
+                let alias = &*unescape(version, field(&mut fields, kind, "an alias name")?)?;
                 no_more(fields)?;
-                let id = self.id(name)?;
+                let id = names.id(name)?;
                 self.graph.funcs[id.index()].aliases.push(alias.to_string());
             }
-            "call" => {
-                let caller = &*unescape(version, next("a caller")?)?;
-                let callee = &*unescape(version, next("a callee")?)?;
-                let weight = count(next("a weight")?, "weight")?;
-                no_more(fields)?;
-                let caller = match self.last_caller {
-                    Some(id) if self.graph.funcs[id.index()].name == caller => id,
-                    _ => self.id(caller)?,
-                };
-                self.last_caller = Some(caller);
-                let callee = self.id(callee)?;
-                let call = Call {
-                    caller,
-                    callee,
-                    weight,
-                };
-                if let Some(last) = self.graph.calls.last() {
-                    self.calls_unsorted |= (last.caller, last.callee) >= (caller, callee);
-                }
-                self.graph.calls.push(call);
-                self.open_call = Some(OpenCall {
-                    call,
-                    weight_left: weight,
-                    last_offset: None,
-                });
-            }
-            "site" if self.version >= 2 => {
-                let caller = &*unescape(version, next("a caller")?)?;
-                let callee = &*unescape(version, next("a callee")?)?;
-                let offset = number(next("an offset")?, "offset")?;
-                let weight = count(next("a weight")?, "weight")?;
-                no_more(fields)?;
-                let site = self.site(caller, callee, offset, weight)?;
-                self.graph.sites.push(site);
-            }
+            "call" => self.calls.call(names, version, fields)?,
+            "site" if version >= 2 => self.calls.site(names, version, fields)?,
             "site" => {
                 return Err(format!(
-                    "'site' records need a v2 profile; this file's first line says v{}",
-                    self.version
+                    "'site' records need a v2 profile; this file's first line says v{version}"
                 ))
             }
             other => {
@@ -179,54 +183,64 @@ impl Reader {
         }
         Ok(())
     }
+}
 
-    /// Checks a `site` line against its function and the `call` line it follows.
-    fn site(
-        &mut self,
-        caller_name: &str,
-        callee_name: &str,
-        offset: u64,
-        weight: u64,
-    ) -> Result<CallSite, String> {
-        let (caller, callee) = (self.id(caller_name)?, self.id(callee_name)?);
-        let size = self.graph.funcs[caller.index()].size;
-        if offset >= size {
-            return Err(format!(
-                "offset {offset} is past the end of '{caller_name}' ({size} bytes)"
-            ));
-        }
-        let open = self
-            .open_call
-            .as_mut()
-            .filter(|o| (o.call.caller, o.call.callee) == (caller, callee))
-            .ok_or_else(|| {
-                format!("'site {caller_name} {callee_name}' does not follow 'call {caller_name} {callee_name}' or another of its sites")
-            })?;
-        if open.last_offset.is_some_and(|last| offset <= last) {
-            return Err(format!(
-                "offset {offset} is not above the previous site's: sites go by increasing offset"
-            ));
-        }
-        open.last_offset = Some(offset);
-        open.weight_left = open.weight_left.checked_sub(weight).ok_or_else(|| {
-            format!(
-                "the sites of '{caller_name}' to '{callee_name}' weigh more than its call ({})",
-                open.call.weight
-            )
-        })?;
-        Ok(CallSite {
-            caller,
-            callee,
-            offset,
-            weight,
-        })
-    }
+/// A line's bytes as text, without its line break. Invalid UTF-8 is refused as reading a
+/// line into a `String` refuses it.
+fn text(raw: &[u8]) -> Result<&str, GraphError> {
+    let text = std::str::from_utf8(raw).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })?;
+    Ok(text.trim_end_matches(['\n', '\r']))
+}
 
-    fn id(&self, name: &str) -> Result<FuncId, String> {
-        self.ids
-            .get(&self.graph.funcs, name)
-            .ok_or_else(|| format!("'{name}' is not declared by an earlier 'fn' line"))
+/// A line's first field, as bytes: where the call section starts and where chunks may end.
+fn kind(raw: &[u8]) -> &[u8] {
+    let start = raw
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(raw.len());
+    let rest = &raw[start..];
+    let end = rest
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+type Fields<'t> = std::str::SplitAsciiWhitespace<'t>;
+
+/// What a line holds, before its kind is looked at.
+enum Record<'t> {
+    /// A blank line or a comment.
+    Nothing,
+    /// A `# key: value` comment.
+    Header(String, String),
+    Fields(&'t str, Fields<'t>),
+}
+
+fn record(text: &str) -> Record<'_> {
+    if let Some(comment) = text.strip_prefix('#') {
+        return match comment.split_once(':') {
+            Some((k, v)) => Record::Header(k.trim().to_string(), v.trim().to_string()),
+            None => Record::Nothing,
+        };
     }
+    let mut fields = text.split_ascii_whitespace();
+    match fields.next() {
+        Some(kind) => Record::Fields(kind, fields),
+        None => Record::Nothing,
+    }
+}
+
+/// The next field of a `kind` record, which must have `what` there.
+fn field<'t>(fields: &mut Fields<'t>, kind: &str, what: &str) -> Result<&'t str, String> {
+    fields
+        .next()
+        .ok_or_else(|| format!("'{kind}' record lacks {what}"))
 }
 
 /// A name as the file has it: from v3 on, `%XX` stands for a byte that would break the line
