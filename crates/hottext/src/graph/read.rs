@@ -31,8 +31,8 @@ struct Reader {
     ids: NameIndex,
     version: u32,
     calls: CallLines,
-    /// The functions a profile declares before its call section is read in chunks on two
-    /// threads; smaller ones are read in milliseconds on one.
+    /// How many functions a profile must declare before its call section for that section to
+    /// be read in chunks on two threads; smaller profiles are read in milliseconds on one.
     chunked_from: usize,
 }
 
