@@ -6,6 +6,9 @@ use crate::graph::FuncId;
 use crate::layout::queue::prefetch;
 
 mod build;
+mod pairs;
+
+use pairs::PairIndex;
 
 /// Keys refreshed together (see [`State::refresh`]).
 pub(super) const REFRESH_BATCH: usize = 16;
@@ -88,15 +91,14 @@ pub(super) struct State<'a> {
     next_member: Vec<FuncId>,
     /// Per slot; stale once the chain is merged into another.
     chains: Vec<Chain>,
-    /// Edge ids per chain slot, some dead: they are dropped when the chain takes part in a merge.
+    /// Edge ids per chain slot, some dead: they are dropped when the chain is merged into
+    /// another.
     adj: Vec<Vec<u32>>,
-    /// Per chain slot, during a merge: the surviving chain's edge to that chain, else `NONE`.
-    /// An array rather than a map of chain pairs: a merge looks up every edge of both chains,
-    /// and on a 1 M-function graph a map's probes were a fifth of CDSort's time (cache misses).
-    edge_to: Vec<u32>,
-    /// The chains `edge_to` holds an edge for, to clear it after the merge (kept for its
-    /// allocation).
-    neighbours: Vec<u32>,
+    /// The live edges by their two chains.
+    pairs: PairIndex,
+    /// During a merge: the live edges of the chain merged away and their other chains (kept
+    /// for its allocation).
+    moving: Vec<(u32, u32)>,
     merges: u32,
     total_hotness: f64,
     /// What a jump scores across the whole hot code: the baseline a merge improves on.
@@ -235,7 +237,7 @@ impl<'a> State<'a> {
                 return 0.0; // one page holds everything: never evicted
             }
             let p = page / self.total_hotness;
-            hotness as f64 * (1.0 - p).powi(self.params.cache_entries as i32)
+            hotness as f64 * power(1.0 - p, self.params.cache_entries)
         };
         misses(a.hotness, a.size) + misses(b.hotness, b.size)
             - misses(a.hotness + b.hotness, a.size + b.size)
@@ -250,7 +252,8 @@ impl<'a> State<'a> {
         } else {
             (b, a)
         };
-        // The chain with more edges survives: the other's edges are the ones re-pointed.
+        // The chain with more edges survives (counting dead ones, a cheap estimate): the
+        // other's edges are the ones re-pointed.
         let (into, from) = if self.adj[a as usize].len() >= self.adj[b as usize].len() {
             (a, b)
         } else {
@@ -281,27 +284,12 @@ impl<'a> State<'a> {
         // The edge between the two is now inside the chain. Each other edge of `from` joins
         // into's edge to the same neighbour, or is re-pointed at `into`.
         self.dead.set(e, true);
-        // Both lists are read in order, the edges they name at random: each loop prefetches
-        // the edge a few places ahead so that those reads overlap.
-        let mut edges = std::mem::take(&mut self.adj[into as usize]);
-        let mut neighbours = std::mem::take(&mut self.neighbours);
-        let mut live = 0;
-        for i in 0..edges.len() {
-            if let Some(&ahead) = edges.get(i + PREFETCH_DISTANCE) {
-                prefetch(&self.edges[ahead as usize]);
-            }
-            let x = edges[i];
-            if self.dead.get(x) {
-                continue;
-            }
-            let neighbour = self.neighbour(x, into);
-            self.edge_to[neighbour as usize] = x;
-            neighbours.push(neighbour);
-            edges[live] = x;
-            live += 1;
-        }
-        edges.truncate(live);
+        self.pairs.remove(a, b, e);
+        // Two passes, so that the random reads of each overlap: the first walks from's edges,
+        // prefetching the edge a few places ahead and the pairs' slots it will look up; the
+        // second looks them up.
         let from_edges = std::mem::take(&mut self.adj[from as usize]);
+        let mut moving = std::mem::take(&mut self.moving);
         for (i, &x) in from_edges.iter().enumerate() {
             if let Some(&ahead) = from_edges.get(i + PREFETCH_DISTANCE) {
                 prefetch(&self.edges[ahead as usize]);
@@ -310,20 +298,43 @@ impl<'a> State<'a> {
                 continue;
             }
             let neighbour = self.neighbour(x, from);
-            match self.edge_to[neighbour as usize] {
-                NONE => {
+            self.pairs.prefetch(from, neighbour);
+            self.pairs.prefetch(into, neighbour);
+            moving.push((x, neighbour));
+        }
+        let mut edges = std::mem::take(&mut self.adj[into as usize]);
+        for &(x, neighbour) in &moving {
+            // Checked before each insert, since one merge may re-point most edges; the edges
+            // not re-pointed yet go back in under their old pair, which is still right.
+            if self.pairs.is_crowded() {
+                self.rebuild_pairs();
+            }
+            self.pairs.remove(from, neighbour, x);
+            match self
+                .pairs
+                .find(into, neighbour, |id| self.edges[id as usize].ends)
+            {
+                Some(onto) => self.join_edges(onto, x),
+                None => {
                     self.edges[x as usize].ends = [into, neighbour];
+                    self.pairs.insert(into, neighbour, x);
                     edges.push(x);
                 }
-                onto => self.join_edges(onto, x),
             }
         }
-        for &n in &neighbours {
-            self.edge_to[n as usize] = NONE;
-        }
-        neighbours.clear();
-        self.neighbours = neighbours;
+        moving.clear();
+        self.moving = moving;
         self.adj[into as usize] = edges;
+    }
+
+    /// Fills the pair index again with the live edges, dropping its tombstones.
+    fn rebuild_pairs(&mut self) {
+        self.pairs.clear();
+        for (e, edge) in self.edges.iter().enumerate() {
+            if !self.dead.get(e as u32) {
+                self.pairs.insert(edge.ends[0], edge.ends[1], e as u32);
+            }
+        }
     }
 
     /// The other end of edge `x`, one end of which is chain `c`.
@@ -365,5 +376,21 @@ impl<'a> State<'a> {
             }
         }
         order
+    }
+}
+
+/// `x` to the power `n`, by squaring: what `f64::powi` computes, without its call into the
+/// compiler's runtime library, which was a tenth of the cost of a gain.
+fn power(mut x: f64, mut n: u32) -> f64 {
+    let mut result = 1.0;
+    loop {
+        if n & 1 == 1 {
+            result *= x;
+        }
+        n >>= 1;
+        if n == 0 {
+            return result;
+        }
+        x *= x;
     }
 }

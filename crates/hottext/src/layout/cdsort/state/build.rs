@@ -1,7 +1,7 @@
 //! Setting up CDSort's state: one chain per function, one edge per pair of functions that
 //! call each other, with their jumps.
 
-use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, Place, State, NONE, NO_FUNC};
+use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC};
 use crate::graph::{FuncId, Graph};
 
 impl<'a> State<'a> {
@@ -60,6 +60,15 @@ impl<'a> State<'a> {
             adj[b.index()].push(e);
         }
 
+        let mut pairs = PairIndex::new(edges.len());
+        for (e, edge) in edges.iter().enumerate() {
+            // Random writes: start the one a few edges ahead so that they overlap.
+            if let Some(ahead) = edges.get(e + 16) {
+                pairs.prefetch(ahead.ends[0], ahead.ends[1]);
+            }
+            pairs.insert(edge.ends[0], edge.ends[1], e as u32);
+        }
+
         State {
             params,
             jumps,
@@ -84,8 +93,8 @@ impl<'a> State<'a> {
                 })
                 .collect(),
             adj,
-            edge_to: vec![NONE; n],
-            neighbours: Vec::new(),
+            pairs,
+            moving: Vec::new(),
             merges: 0,
             total_hotness: total_hotness as f64,
             far_score: (hot_bytes.max(1) as f64).powf(-params.distance_power),
