@@ -31,14 +31,17 @@ enum Top {
 impl<K: Ord + Copy> MaxQueue<K> {
     pub(super) fn new(mut keys: Vec<K>) -> MaxQueue<K> {
         keys.sort_unstable();
-        let mut queue = MaxQueue {
-            runs: Vec::new(),
+        MaxQueue::from_runs(vec![keys])
+    }
+
+    /// A queue of keys already in ascending runs (at most `MAX_RUNS`).
+    pub(super) fn from_runs(mut runs: Vec<Vec<K>>) -> MaxQueue<K> {
+        debug_assert!(runs.len() <= MAX_RUNS && runs.iter().all(|r| r.is_sorted()));
+        runs.retain(|r| !r.is_empty());
+        MaxQueue {
+            runs,
             heap: Vec::new(),
-        };
-        if !keys.is_empty() {
-            queue.runs.push(keys);
         }
-        queue
     }
 
     pub(super) fn pop(&mut self) -> Option<K> {

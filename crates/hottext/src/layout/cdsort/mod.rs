@@ -88,10 +88,7 @@ impl Default for CdsortParams {
 
 pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
     let mut state = State::new(graph, params);
-    let initial: Vec<u64> = (0..state.edge_count())
-        .filter_map(|e| state.consider(e))
-        .collect();
-    let mut queue = MaxQueue::new(initial);
+    let mut queue = MaxQueue::from_runs(state.first_keys());
     let mut batch = Vec::with_capacity(REFRESH_BATCH);
     while let Some(key) = queue.pop() {
         let (gain, e) = unpack(key);

@@ -106,10 +106,6 @@ pub(super) struct State<'a> {
 }
 
 impl<'a> State<'a> {
-    pub(super) fn edge_count(&self) -> u32 {
-        self.edges.len() as u32
-    }
-
     /// Whether edge `e` was joined into another or merged along.
     pub(super) fn is_dead(&self, e: u32) -> bool {
         self.dead.get(e)
@@ -168,6 +164,14 @@ impl<'a> State<'a> {
     /// Computes the best merge along edge `e` and returns its queue key; none when the merged
     /// chain would be too long (chains only grow, so it never fits later).
     pub(super) fn consider(&mut self, e: u32) -> Option<u64> {
+        let (key, a_first) = self.best_merge(e)?;
+        self.edges[e as usize].computed_at = self.merges;
+        self.first_end_leads.set(e, a_first);
+        Some(key)
+    }
+
+    /// [`State::consider`] without recording: the key, and whether `ends[0]`'s chain leads.
+    fn best_merge(&self, e: u32) -> Option<(u64, bool)> {
         let [a, b] = self.edges[e as usize].ends.map(|c| self.chains[c as usize]);
         if a.functions + b.functions > self.params.max_chain_functions {
             return None;
@@ -179,9 +183,7 @@ impl<'a> State<'a> {
         } else {
             gain_ab > gain_ba
         };
-        self.edges[e as usize].computed_at = self.merges;
-        self.first_end_leads.set(e, a_first);
-        Some(pack(if a_first { gain_ab } else { gain_ba }, e))
+        Some((pack(if a_first { gain_ab } else { gain_ba }, e), a_first))
     }
 
     /// The gains of merging the two chains of edge `e`, `a` and `b`, as a·b and as b·a.

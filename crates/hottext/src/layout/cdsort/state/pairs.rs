@@ -194,8 +194,8 @@ mod tests {
         };
         let mut state = State::new(&graph, &params);
         let (mut merges, mut rebuilt) = (0, false);
-        while let Some(e) =
-            (0..state.edge_count()).find(|&e| !state.is_dead(e) && state.consider(e).is_some())
+        while let Some(e) = (0..state.edges.len() as u32)
+            .find(|&e| !state.is_dead(e) && state.consider(e).is_some())
         {
             let used = state.pairs.used;
             state.merge(e);
