@@ -309,7 +309,7 @@ impl<'a> State<'a> {
             // Checked before each insert, since one merge may re-point most edges; the edges
             // not re-pointed yet go back in under their old pair, which is still right.
             if self.pairs.is_crowded() {
-                self.rebuild_pairs();
+                self.fill_pairs();
             }
             self.pairs.remove(from, neighbour, x);
             match self
@@ -327,16 +327,6 @@ impl<'a> State<'a> {
         moving.clear();
         self.moving = moving;
         self.adj[into as usize] = edges;
-    }
-
-    /// Fills the pair index again with the live edges, dropping its tombstones.
-    fn rebuild_pairs(&mut self) {
-        self.pairs.clear();
-        for (e, edge) in self.edges.iter().enumerate() {
-            if !self.dead.get(e as u32) {
-                self.pairs.insert(edge.ends[0], edge.ends[1], e as u32);
-            }
-        }
     }
 
     /// The other end of edge `x`, one end of which is chain `c`.

@@ -1,7 +1,10 @@
 //! Setting up CDSort's state: one chain per function, one edge per pair of functions that
 //! call each other, with their jumps.
 
-use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC};
+use super::{
+    CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC,
+    PREFETCH_DISTANCE,
+};
 use crate::graph::{FuncId, Graph};
 
 impl<'a> State<'a> {
@@ -60,20 +63,12 @@ impl<'a> State<'a> {
             adj[b.index()].push(e);
         }
 
-        let mut pairs = PairIndex::new(edges.len());
-        for (e, edge) in edges.iter().enumerate() {
-            // Random writes: start the one a few edges ahead so that they overlap.
-            if let Some(ahead) = edges.get(e + 16) {
-                pairs.prefetch(ahead.ends[0], ahead.ends[1]);
-            }
-            pairs.insert(edge.ends[0], edge.ends[1], e as u32);
-        }
-
-        State {
+        let mut state = State {
             params,
             jumps,
             dead: EdgeBits::new(edges.len()),
             first_end_leads: EdgeBits::new(edges.len()),
+            pairs: PairIndex::new(edges.len()),
             edges,
             place: (0..n as u32)
                 .map(|f| Place {
@@ -93,11 +88,27 @@ impl<'a> State<'a> {
                 })
                 .collect(),
             adj,
-            pairs,
             moving: Vec::new(),
             merges: 0,
             total_hotness: total_hotness as f64,
             far_score: (hot_bytes.max(1) as f64).powf(-params.distance_power),
+        };
+        state.fill_pairs();
+        state
+    }
+
+    /// Fills the pair index with the live edges: at set-up, and again when a merge finds it
+    /// crowded with tombstones.
+    pub(in crate::layout::cdsort) fn fill_pairs(&mut self) {
+        self.pairs.clear();
+        for (e, edge) in self.edges.iter().enumerate() {
+            // Random writes: start the one a few edges ahead so that they overlap.
+            if let Some(ahead) = self.edges.get(e + PREFETCH_DISTANCE) {
+                self.pairs.prefetch(ahead.ends[0], ahead.ends[1]);
+            }
+            if !self.dead.get(e as u32) {
+                self.pairs.insert(edge.ends[0], edge.ends[1], e as u32);
+            }
         }
     }
 }
