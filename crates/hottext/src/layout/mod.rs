@@ -6,6 +6,7 @@
 pub mod auto;
 mod c3;
 mod cdsort;
+mod edge_lists;
 pub mod metrics;
 mod pettis_hansen;
 mod queue;

@@ -20,36 +20,73 @@
 
 use std::hash::BuildHasher;
 
+use super::edge_lists::edge_lists;
 use super::queue::{prefetch, MaxQueue};
 use crate::graph::{FuncId, Graph};
 
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
+    let edges = undirected_edges(graph);
+    // Every weight an edge reaches is at most the sum of them all.
+    let total: u128 = edges.iter().map(|e| u128::from(e.weight)).sum();
+    if total <= u128::from(u32::MAX) {
+        merge_along_edges::<u64>(graph, edges)
+    } else {
+        merge_along_edges::<u128>(graph, edges)
+    }
+}
+
+/// A queue key: an edge's weight in the high half and its id, inverted, in the low one, so
+/// that equal weights go to the lower id. Half the memory of a `u128` when the weights fit in
+/// 32 bits (78 MB on a graph of 5 M edges).
+trait Key: Ord + Copy {
+    fn new(weight: u64, e: u32) -> Self;
+    fn edge(self) -> u32;
+}
+
+impl Key for u64 {
+    fn new(weight: u64, e: u32) -> u64 {
+        debug_assert!(weight <= u64::from(u32::MAX));
+        (weight << 32) | u64::from(!e)
+    }
+
+    fn edge(self) -> u32 {
+        !(self as u32)
+    }
+}
+
+impl Key for u128 {
+    fn new(weight: u64, e: u32) -> u128 {
+        (u128::from(weight) << 32) | u128::from(!e)
+    }
+
+    fn edge(self) -> u32 {
+        !(self as u32)
+    }
+}
+
+/// Steps 1 to 3 with keys of type `K`, which must hold every weight an edge reaches.
+fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId> {
     let n = graph.funcs().len();
     let original = Original::new(graph);
-    let mut edges = undirected_edges(graph);
     // Edge ids per node, some dead: they are dropped when the node is merged away.
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut adj = edge_lists(n, edges.iter().map(|e| e.ends.map(FuncId::index)));
     let mut edge_between = EdgeIndex::new(&edges);
-    for (e, edge) in edges.iter().enumerate() {
-        adj[(edge.ends[0]).index()].push(e as u32);
-        adj[(edge.ends[1]).index()].push(e as u32);
-    }
     let mut chains = Chains::new(n);
 
     // Heaviest edge first; an entry is skipped when its edge died or grew since (growing
     // pushed a new entry). Re-pointing an edge leaves its entry as it is.
     let mut queue = MaxQueue::new(
         (0..edges.len() as u32)
-            .map(|e| entry(&edges[e as usize], e))
+            .map(|e| K::new(edges[e as usize].weight, e))
             .collect(),
     );
     while let Some(key) = queue.pop() {
-        let e = !(key as u32);
+        let e = key.edge();
         if let Some(next) = queue.peek() {
-            prefetch(&edges[!(next as u32) as usize]); // a random read: overlap it with this merge
+            prefetch(&edges[next.edge() as usize]); // a random read: overlap it with this merge
         }
         let edge = &edges[e as usize];
-        if edge.is_dead() || entry(edge, e) != key {
+        if edge.is_dead() || K::new(edge.weight, e) != key {
             continue;
         }
         let [a, b] = edge.ends;
@@ -81,7 +118,7 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
                     let moved = edges[x as usize].weight;
                     edges[x as usize].kill();
                     edges[onto as usize].weight += moved;
-                    queue.push(entry(&edges[onto as usize], onto));
+                    queue.push(K::new(edges[onto as usize].weight, onto));
                 }
             }
         }
@@ -103,11 +140,6 @@ pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
             .then(a.2.cmp(&b.2))
     });
     nodes.into_iter().flat_map(|n| n.3).collect()
-}
-
-/// Edge `e`'s place in the queue: its weight, then the lower id (in the low bits, inverted).
-fn entry(edge: &Edge, e: u32) -> u128 {
-    (u128::from(edge.weight) << 32) | u128::from(!e)
 }
 
 /// The key of an unordered pair of nodes.

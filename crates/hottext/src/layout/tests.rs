@@ -222,6 +222,37 @@ fn pettis_hansen_merges_heaviest_edge_first_ignoring_direction() {
 }
 
 #[test]
+fn pettis_hansen_orders_weights_past_32_bits_as_their_scaled_down_copy() {
+    // Scaling every weight keeps every comparison the algorithm makes; past 32 bits its queue
+    // keys need the wide form, whose order must be the narrow one's.
+    let names: Vec<String> = (0..300).map(|i| format!("f{i}")).collect();
+    let funcs: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 64, 1)).collect();
+    let mut seed = 7u64;
+    let mut random = |below: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (seed >> 33) % below
+    };
+    let arcs: Vec<(usize, usize, u64)> = (0..1500)
+        .map(|_| (random(300) as usize, random(300) as usize, 1 + random(40)))
+        .collect();
+    let with_scale = |scale: u64| {
+        let calls: Vec<(&str, &str, u64)> = arcs
+            .iter()
+            .map(|&(a, b, w)| (names[a].as_str(), names[b].as_str(), w * scale))
+            .collect();
+        graph(&funcs, &calls)
+    };
+    let narrow = with_scale(1);
+    let wide = with_scale(1 << 31);
+    let total = |g: &Graph| g.calls().iter().map(|c| c.weight).sum::<u64>();
+    assert!(total(&narrow) < u64::from(u32::MAX) && total(&wide) > u64::from(u32::MAX));
+    assert_eq!(
+        order(&wide, Algorithm::PettisHansen, &Params::default()),
+        order(&narrow, Algorithm::PettisHansen, &Params::default())
+    );
+}
+
+#[test]
 fn orders_are_deterministic_and_complete() {
     let g = figure2();
     for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {

@@ -15,6 +15,7 @@ pub(super) const REFRESH_BATCH: usize = 16;
 /// How many places ahead a walk over a list of edges prefetches.
 const PREFETCH_DISTANCE: usize = 8;
 
+#[derive(Clone, Copy)]
 struct Jump {
     caller: FuncId,
     callee: FuncId,
@@ -26,11 +27,12 @@ struct Jump {
     weight: u64,
 }
 
-/// The jumps between two chains, in both directions. Twenty bytes: its flags are apart
-/// (`State::dead`, `State::first_end_leads`).
+/// The jumps between two chains, in both directions. Edge `e`'s first jump is `jumps[e]`, so
+/// that a gain's first two reads depend on nothing but `e` and can start together. Sixteen
+/// bytes: its flags are apart (`State::dead`, `State::first_end_leads`).
 struct Edge {
     ends: [u32; 2],
-    head: u32,
+    /// The last jump of the edge's list.
     tail: u32,
     /// Merges done when the gain was last computed.
     computed_at: u32,
@@ -54,16 +56,18 @@ impl EdgeBits {
     }
 }
 
-/// Where a function is: its chain (named by the slot of a function it started as) and its
-/// offset in bytes from the chain's start.
+/// Where a function is: its chain (named by the slot of a function it started as), its
+/// offset in bytes from the chain's start, and the function after it in the chain. The three
+/// share a cache line because a merge walks the chain and updates the places as it goes.
 #[derive(Clone, Copy)]
 struct Place {
     chain: u32,
+    next_member: FuncId,
     offset: u64,
 }
 
 /// A chain: what a gain needs, together so that it costs one cache miss, and its functions as
-/// a list linked through `State::next_member`.
+/// a list linked through `Place::next_member`.
 #[derive(Clone, Copy)]
 struct Chain {
     size: u64,
@@ -88,7 +92,6 @@ pub(super) struct State<'a> {
     /// Whether the chain of `ends[0]` came first in the better order found by the last gain.
     first_end_leads: EdgeBits,
     place: Vec<Place>,
-    next_member: Vec<FuncId>,
     /// Per slot; stale once the chain is merged into another.
     chains: Vec<Chain>,
     /// Edge ids per chain slot, some dead: they are dropped when the chain is merged into
@@ -111,9 +114,10 @@ impl<'a> State<'a> {
         self.dead.get(e)
     }
 
-    /// Starts loading edge `e`, to be read soon.
+    /// Starts loading edge `e` and its first jump, to be read soon.
     pub(super) fn prefetch_edge(&self, e: u32) {
         prefetch(&self.edges[e as usize]);
+        prefetch(&self.jumps[e as usize]);
     }
 
     /// Whether a chain of edge `e` changed since its gain was computed.
@@ -125,21 +129,18 @@ impl<'a> State<'a> {
     }
 
     /// Drops the keys of dead edges and recomputes the stale ones. Each key's first reads (its
-    /// edge, prefetched as it was popped, then its chains and first jump, then where that jump's
+    /// edge and first jump, prefetched as it was popped, then its chains and where that jump's
     /// ends are) are random reads of arrays of hundreds of megabytes on large graphs; started
     /// for the whole batch one level at a time, they overlap instead of waiting one after
     /// another. On the 1 M-function benchmark graph, with the queue's sorted runs, this took a
     /// fifth off cdsort's CPU time.
     pub(super) fn refresh(&mut self, keys: &mut Vec<u64>) {
-        let edge = |k: &u64| unpack(*k).1 as usize;
         for k in keys.iter() {
-            let e = &self.edges[edge(k)];
-            prefetch(&self.chains[e.ends[0] as usize]);
-            prefetch(&self.chains[e.ends[1] as usize]);
-            prefetch(&self.jumps[e.head as usize]);
-        }
-        for k in keys.iter() {
-            let jump = &self.jumps[self.edges[edge(k)].head as usize];
+            let e = unpack(*k).1 as usize;
+            let ends = self.edges[e].ends;
+            prefetch(&self.chains[ends[0] as usize]);
+            prefetch(&self.chains[ends[1] as usize]);
+            let jump = &self.jumps[e];
             prefetch(&self.place[jump.caller.index()]);
             prefetch(&self.place[jump.callee.index()]);
         }
@@ -190,7 +191,7 @@ impl<'a> State<'a> {
     fn gains(&self, e: u32, a: Chain, b: Chain) -> (f64, f64) {
         let edge = &self.edges[e as usize];
         let (mut score_ab, mut score_ba, mut weight) = (0.0, 0.0, 0.0);
-        let mut j = edge.head;
+        let mut j = e;
         while j != NONE {
             let jump = &self.jumps[j as usize];
             let (caller, callee) = (
@@ -265,15 +266,17 @@ impl<'a> State<'a> {
         self.merges += 1;
         let mut f = tail.first;
         while f != NO_FUNC {
-            self.place[f.index()].offset += lead.size;
-            f = self.next_member[f.index()];
+            let place = &mut self.place[f.index()];
+            place.offset += lead.size;
+            f = place.next_member;
         }
         let mut f = self.chains[from as usize].first;
         while f != NO_FUNC {
-            self.place[f.index()].chain = into;
-            f = self.next_member[f.index()];
+            let place = &mut self.place[f.index()];
+            place.chain = into;
+            f = place.next_member;
         }
-        self.next_member[lead.last.index()] = tail.first;
+        self.place[lead.last.index()].next_member = tail.first;
         self.chains[into as usize] = Chain {
             size: lead.size + tail.size,
             hotness: lead.hotness + tail.hotness,
@@ -341,10 +344,9 @@ impl<'a> State<'a> {
 
     /// Moves the jumps of edge `x` to edge `onto`; `x` dies.
     fn join_edges(&mut self, onto: u32, x: u32) {
-        let (head, tail) = (self.edges[x as usize].head, self.edges[x as usize].tail);
         let onto_tail = self.edges[onto as usize].tail;
-        self.jumps[onto_tail as usize].next = head;
-        self.edges[onto as usize].tail = tail;
+        self.jumps[onto_tail as usize].next = x;
+        self.edges[onto as usize].tail = self.edges[x as usize].tail;
         self.dead.set(x, true);
     }
 
@@ -364,7 +366,7 @@ impl<'a> State<'a> {
             let mut f = chain.first;
             while f != NO_FUNC {
                 order.push(f);
-                f = self.next_member[f.index()];
+                f = self.place[f.index()].next_member;
             }
         }
         order

@@ -6,6 +6,7 @@ use super::{
     PREFETCH_DISTANCE,
 };
 use crate::graph::{FuncId, Graph};
+use crate::layout::edge_lists::edge_lists;
 
 impl<'a> State<'a> {
     pub(in crate::layout::cdsort) fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
@@ -25,44 +26,40 @@ impl<'a> State<'a> {
         let total_hotness: u64 = hotness.iter().sum();
         let hot_bytes: u64 = (0..n).filter(|&f| hotness[f] > 0).map(|f| size[f]).sum();
 
-        // One edge per pair of functions, its jumps linked in sorted order.
+        // One edge per pair of functions, its jumps linked in sorted order: edge `e`'s first
+        // jump moves to `jumps[e]`, the others wait in `later` and go after all first jumps.
         let pair = |j: &Jump| (j.caller.min(j.callee), j.caller.max(j.callee));
         jumps.sort_unstable_by_key(|j| (pair(j), j.caller, j.offset, j.weight));
         let mut edges: Vec<Edge> = Vec::new();
-        // Each list allocated once, at its final length: a million lists grown push by push
-        // took a third of this set-up.
-        let mut degree = vec![0u32; n];
-        for (i, j) in jumps.iter().enumerate() {
-            if i == 0 || pair(&jumps[i - 1]) != pair(j) {
-                degree[j.caller.index()] += 1;
-                degree[j.callee.index()] += 1;
-            }
-        }
-        let mut adj: Vec<Vec<u32>> = degree
-            .into_iter()
-            .map(|d| Vec::with_capacity(d as usize))
-            .collect();
+        let mut later: Vec<(u32, Jump)> = Vec::new();
+        let mut previous = None;
         for i in 0..jumps.len() {
-            if i > 0 && pair(&jumps[i - 1]) == pair(&jumps[i]) {
-                jumps[i - 1].next = i as u32;
-                if let Some(edge) = edges.last_mut() {
-                    edge.tail = i as u32;
-                }
-                continue;
-            }
             let (a, b) = pair(&jumps[i]);
             let e = edges.len() as u32;
+            if previous == Some((a, b)) {
+                later.push((e - 1, jumps[i]));
+                continue;
+            }
+            previous = Some((a, b));
+            // Never ahead of `i`: the jumps still to be read stay where they are.
+            jumps[e as usize] = jumps[i];
             edges.push(Edge {
                 // A chain is named by the slot of a function it started as.
                 ends: [a.0, b.0],
-                head: i as u32,
-                tail: i as u32,
+                tail: e,
                 computed_at: 0,
             });
-            adj[a.index()].push(e);
-            adj[b.index()].push(e);
+        }
+        jumps.truncate(edges.len());
+        for (e, jump) in later {
+            let j = jumps.len() as u32;
+            let edge = &mut edges[e as usize];
+            jumps[edge.tail as usize].next = j;
+            edge.tail = j;
+            jumps.push(jump);
         }
 
+        let adj = edge_lists(n, edges.iter().map(|e| e.ends.map(|c| c as usize)));
         let mut state = State {
             params,
             jumps,
@@ -73,10 +70,10 @@ impl<'a> State<'a> {
             place: (0..n as u32)
                 .map(|f| Place {
                     chain: f,
+                    next_member: NO_FUNC,
                     offset: 0,
                 })
                 .collect(),
-            next_member: vec![NO_FUNC; n],
             chains: (0..n)
                 .map(|f| Chain {
                     size: size[f],
