@@ -27,7 +27,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{sections_of, unique, Entry};
+use super::{sections_of, unique, Entry, SECTION_PREFIXES};
 use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
 
 /// Where hot functions start.
@@ -80,10 +80,14 @@ pub(super) fn write(
     if placement.hot_offset > 0 {
         writeln!(out, "    . = . + {};", placement.hot_offset)?;
     }
+    // Each function's lines go to `line` and then out at once: a million entries through the
+    // formatting machinery, with strings for their sections, took most of a second.
+    let mut line: Vec<u8> = Vec::with_capacity(256);
     for e in entries {
+        line.clear();
         if let (
             Alignment::CacheLines {
-                line,
+                line: line_bytes,
                 max_padding,
                 compiled,
             },
@@ -91,22 +95,35 @@ pub(super) fn write(
         ) = (alignment, e.size > 0)
         {
             // Where the section would start: the counter rounded up to the compiler's alignment.
-            let (s, m, at) = (e.size, line - 1, format!("ALIGN({compiled})"));
+            let (s, m, at) = (e.size, line_bytes - 1, format!("ALIGN({compiled})"));
             writeln!(
-                out,
-                "    . = (({at} & {m}) + {s} > {} && (-{at} & {m}) <= {max_padding}) ? ALIGN({line}) : .;",
-                s.div_ceil(line) * line
+                line,
+                "    . = (({at} & {m}) + {s} > {} && (-{at} & {m}) <= {max_padding}) ? ALIGN({line_bytes}) : .;",
+                s.div_ceil(line_bytes) * line_bytes
             )?;
         }
         let sections = section_list(e);
+        line.extend_from_slice(b"    ");
         match object_patterns(e.name) {
             Some(objects) => {
-                let described: Vec<String> =
-                    objects.iter().map(|o| format!("{o}({sections})")).collect();
-                writeln!(out, "    {}", described.join(" "))?;
+                for (i, o) in objects.iter().enumerate() {
+                    if i > 0 {
+                        line.push(b' ');
+                    }
+                    line.extend_from_slice(o.as_bytes());
+                    line.push(b'(');
+                    line.extend_from_slice(sections.as_bytes());
+                    line.push(b')');
+                }
             }
-            None => writeln!(out, "    *({sections})")?,
+            None => {
+                line.extend_from_slice(b"*(");
+                line.extend_from_slice(sections.as_bytes());
+                line.push(b')');
+            }
         }
+        line.push(b'\n');
+        out.write_all(&line)?;
     }
     writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
 }
@@ -116,7 +133,16 @@ fn section_list(e: &Entry) -> String {
     if e.aliases.is_empty() {
         // Most functions: one symbol's sections, distinct by construction, written without
         // the set that removes repeats (a million entries made that a second of the write).
-        return sections_of(symbol_of(e.name)).join(" ");
+        let symbol = symbol_of(e.name);
+        let mut list = String::with_capacity(3 * symbol.len() + 32);
+        for prefix in SECTION_PREFIXES {
+            if !list.is_empty() {
+                list.push(' ');
+            }
+            list.push_str(prefix);
+            list.push_str(symbol);
+        }
+        return list;
     }
     let sections: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
     sections.join(" ")

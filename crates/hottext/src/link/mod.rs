@@ -127,6 +127,12 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
         Format::List => !c.is_whitespace() && !c.is_control(),
         _ => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'),
     };
+    // Bytes first, the usual case and the fast one (every name is checked on every write): an
+    // ASCII byte is the character it encodes.
+    let plain = |b: u8| b.is_ascii() && safe(char::from(b));
+    if !symbol.is_empty() && symbol.bytes().all(plain) {
+        return Ok(());
+    }
     match symbol.chars().find(|&c| !safe(c)) {
         None if !symbol.is_empty() => Ok(()),
         bad => Err(EmitError::UnsafeName {
@@ -200,12 +206,14 @@ pub fn emit(
 /// split off as `.cold` lives in `.text.unlikely.<parent>`; it never enters the hot range, see
 /// [`is_split_cold_part`].)
 fn sections_of(symbol: &str) -> Vec<String> {
-    vec![
-        format!(".text.{symbol}"),
-        format!(".text.hot.{symbol}"),
-        format!(".text.startup.{symbol}"),
-    ]
+    SECTION_PREFIXES
+        .iter()
+        .map(|prefix| format!("{prefix}{symbol}"))
+        .collect()
 }
+
+/// What [`sections_of`] puts before the symbol.
+const SECTION_PREFIXES: [&str; 3] = [".text.", ".text.hot.", ".text.startup."];
 
 /// Whether `name` is a part GCC split off a function as unlikely to run (`foo.cold`,
 /// `foo.cold.3`, in `.text.unlikely.foo`). Such parts stay out of the hot range even when a
@@ -213,10 +221,9 @@ fn sections_of(symbol: &str) -> Vec<String> {
 /// would spread its rare bytes between the hot ones.
 pub fn is_split_cold_part(name: &str) -> bool {
     let symbol = symbol_of(name);
-    symbol.ends_with(".cold")
-        || symbol
-            .rsplit_once(".cold.")
-            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    // `.cold.` then digits: the digits hold no `.`, so that `.cold.` is the last one.
+    let numbered = symbol.trim_end_matches(|c: char| c.is_ascii_digit());
+    symbol.ends_with(".cold") || (numbered.len() < symbol.len() && numbered.ends_with(".cold."))
 }
 
 /// Keeps the first occurrence of each item, in order.
