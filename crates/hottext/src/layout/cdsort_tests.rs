@@ -93,6 +93,38 @@ fn cdsort_merges_short_chains_first_and_stops_at_the_chain_size_limit() {
 }
 
 #[test]
+fn cdsort_fills_a_chain_to_the_size_limit_after_giving_up_pairs_past_it() {
+    // Three functions at most. [a, b] and [c, d] form first; b -> c then joins two chains of
+    // two, past the limit, and is given up, while b -> e still fits: [a, b] takes e. (`a`
+    // calls two more, so that its chain is the one kept and b's calls are the ones moved.)
+    let g = graph(
+        &[
+            ("a", 100, 10),
+            ("b", 100, 10),
+            ("c", 100, 10),
+            ("d", 100, 10),
+            ("e", 100, 1),
+            ("f", 100, 1),
+            ("g", 100, 1),
+        ],
+        &[
+            ("a", "b", 1000),
+            ("c", "d", 900),
+            ("b", "c", 800),
+            ("b", "e", 10),
+            ("a", "f", 1),
+            ("a", "g", 1),
+        ],
+    );
+    let three = cdsort_params(|p| p.max_chain_functions = 3);
+    let got = names_with(&g, Algorithm::Cdsort, &three);
+    let at = |n: &str| got.iter().position(|g| g == n).unwrap();
+    assert_eq!(at("a").abs_diff(at("b")), 1, "{got:?}");
+    assert_eq!(at("c").abs_diff(at("d")), 1, "{got:?}");
+    assert_eq!(at("b").abs_diff(at("e")), 1, "{got:?}");
+}
+
+#[test]
 fn cdsort_counts_call_weight_as_hotness_of_functions_without_samples() {
     // `a` and `b` have no samples of their own but 50 calls between them: hotter per byte than
     // `z`. Merging is switched off so that only the density sort decides.

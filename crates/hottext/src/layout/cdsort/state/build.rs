@@ -78,12 +78,12 @@ impl<'a> State<'a> {
                 .map(|f| Chain {
                     size: size[f],
                     hotness: hotness[f],
-                    functions: 1,
                     first: FuncId::from_index(f),
                     last: FuncId::from_index(f),
                     changed: 0,
                 })
                 .collect(),
+            functions: vec![1; n],
             adj,
             moving: Vec::new(),
             merges: 0,
