@@ -116,10 +116,14 @@ impl<'a> State<'a> {
         self.dead.get(e)
     }
 
-    /// Starts loading edge `e` and its first jump, to be read soon.
+    /// Starts loading edge `e` and its first jump, to be read soon, unless the edge is dead:
+    /// then only its flag is read (a fifth of the keys refreshed on the 1 M-function benchmark
+    /// graph, whose two random reads each went to waste).
     pub(super) fn prefetch_edge(&self, e: u32) {
-        prefetch(&self.edges[e as usize]);
-        prefetch(&self.jumps[e as usize]);
+        if !self.is_dead(e) {
+            prefetch(&self.edges[e as usize]);
+            prefetch(&self.jumps[e as usize]);
+        }
     }
 
     /// Whether a chain of edge `e` changed since its gain was computed.
@@ -138,14 +142,17 @@ impl<'a> State<'a> {
     /// fifth off cdsort's CPU time.
     pub(super) fn refresh(&mut self, keys: &mut Vec<u64>) {
         for k in keys.iter() {
-            let e = unpack(*k).1 as usize;
-            let ends = self.edges[e].ends;
-            if self.dead.get(e as u32) || self.too_long(ends) {
+            let e = unpack(*k).1;
+            if self.dead.get(e) {
                 continue; // dropped below without reading anything more
+            }
+            let ends = self.edges[e as usize].ends;
+            if self.too_long(ends) {
+                continue; // likewise
             }
             prefetch(&self.chains[ends[0] as usize]);
             prefetch(&self.chains[ends[1] as usize]);
-            let jump = &self.jumps[e];
+            let jump = &self.jumps[e as usize];
             prefetch(&self.place[jump.caller.index()]);
             prefetch(&self.place[jump.callee.index()]);
         }
