@@ -37,6 +37,7 @@ pub mod link;
 pub mod measure;
 pub mod os;
 pub mod pipeline;
+mod prefetch;
 pub mod profile;
 pub mod report;
 pub mod store;

@@ -21,8 +21,9 @@
 use std::hash::BuildHasher;
 
 use super::edge_lists::edge_lists;
-use super::queue::{prefetch, MaxQueue};
+use super::queue::MaxQueue;
 use crate::graph::{FuncId, Graph};
+use crate::prefetch::prefetch;
 
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     let edges = undirected_edges(graph);

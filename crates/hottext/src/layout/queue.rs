@@ -134,19 +134,6 @@ impl<K: Ord + Copy> MaxQueue<K> {
     }
 }
 
-/// Asks the CPU to start loading `value`'s cache line; a hint, with no effect on results.
-#[inline]
-pub(super) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing the program sees and cannot fault; `value` is a live
-    // reference anyway. SSE, which the instruction needs, is part of x86-64.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            value as *const T as *const i8,
-        )
-    }
-}
-
 /// Two ascending runs as one.
 fn merge<K: Ord + Copy>(a: Vec<K>, b: Vec<K>) -> Vec<K> {
     let mut out = Vec::with_capacity(a.len() + b.len());

@@ -13,6 +13,10 @@ use serde::Serialize;
 
 use super::{check_entries, is_split_cold_part, EmitError, Entry, Format};
 use crate::graph::{FuncId, Graph};
+use crate::prefetch::prefetch;
+
+/// How many functions ahead [`hot_list`] starts loading names.
+const PREFETCH_DISTANCE: usize = 8;
 
 /// What a hot range holds, counted one way wherever hottext reports it (`order`, `fetch`,
 /// `verify --binary` and their JSON). A **hot function** is one placed in the hot range: every
@@ -81,8 +85,20 @@ pub fn hot_list<'g>(
         split_cold: Vec::new(),
         unsafe_names: Vec::new(),
     };
-    for &f in order {
-        let func = &graph.funcs()[f];
+    let funcs = graph.funcs();
+    for (i, &f) in order.iter().enumerate() {
+        // An order visits the functions at random, and each name is a read after the read of
+        // its function: started two steps ahead, both overlap (a third of the write on 1 M).
+        if let Some(&ahead) = order.get(i + 2 * PREFETCH_DISTANCE) {
+            prefetch(&funcs[ahead]);
+        }
+        if let Some(first_byte) = order
+            .get(i + PREFETCH_DISTANCE)
+            .and_then(|&ahead| funcs[ahead].name.as_bytes().first())
+        {
+            prefetch(first_byte);
+        }
+        let func = &funcs[f];
         if is_split_cold_part(&func.name) {
             list.split_cold.push(&func.name);
             continue;

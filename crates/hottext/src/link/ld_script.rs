@@ -27,7 +27,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{sections_of, unique, Entry, SECTION_PREFIXES};
+use super::{prefetch_name_ahead, sections_of, unique, Entry, SECTION_PREFIXES};
 use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
 
 /// Where hot functions start.
@@ -80,10 +80,39 @@ pub(super) fn write(
     if placement.hot_offset > 0 {
         writeln!(out, "    . = . + {};", placement.hot_offset)?;
     }
+    if entries.len() >= PARALLEL_ENTRIES {
+        // Formatted in two halves at once, the second on a thread of its own: what is left of
+        // `order --algorithm auto` after the algorithms is mostly this and writing the file.
+        let (first, second) = entries.split_at(entries.len() / 2);
+        let second = std::thread::scope(|scope| {
+            let later = scope.spawn(|| {
+                let mut bytes = Vec::new();
+                write_entries(second, alignment, &mut bytes).map(|()| bytes)
+            });
+            let first = write_entries(first, alignment, out);
+            // A panic in the thread is a bug: pass it on as if it had happened here.
+            let second = later
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            first.and(second)
+        })?;
+        out.write_all(&second)?;
+    } else {
+        write_entries(entries, alignment, out)?;
+    }
+    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
+}
+
+/// Scripts of fewer functions are formatted on one thread: a thread costs more than it saves.
+const PARALLEL_ENTRIES: usize = 1 << 16;
+
+/// The lines that place `entries`, in order.
+fn write_entries(entries: &[Entry], alignment: Alignment, out: &mut dyn Write) -> io::Result<()> {
     // Each function's lines go to `line` and then out at once: a million entries through the
     // formatting machinery, with strings for their sections, took most of a second.
     let mut line: Vec<u8> = Vec::with_capacity(256);
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
+        prefetch_name_ahead(entries, i);
         line.clear();
         if let (
             Alignment::CacheLines {
@@ -125,7 +154,7 @@ pub(super) fn write(
         line.push(b'\n');
         out.write_all(&line)?;
     }
-    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
+    Ok(())
 }
 
 /// The input sections of `e`'s symbols, each once, separated by spaces.
@@ -238,6 +267,30 @@ mod tests {
                 "    . = ((ALIGN(16) & 63) + 64 > 64 && (-ALIGN(16) & 63) <= 32) ? ALIGN(64) : .;",
             ]
         );
+    }
+
+    #[test]
+    fn a_large_script_formatted_in_halves_is_the_one_formatted_in_one_go() {
+        let names: Vec<String> = (0..PARALLEL_ENTRIES + 3)
+            .map(|i| format!("f{i};a.c"))
+            .collect();
+        let entries: Vec<Entry> = names.iter().map(|n| entry(n, 40)).collect();
+        let alignment = Alignment::CacheLines {
+            line: 64,
+            max_padding: 32,
+            compiled: 16,
+        };
+        let mut whole = Vec::new();
+        write_entries(&entries, alignment, &mut whole).unwrap();
+        let s = render(&entries, alignment);
+        let body = &s[s.find("= .;\n").unwrap() + 5..s.rfind("    __hot_end").unwrap()];
+        assert_eq!(body.as_bytes(), whole);
+        assert_eq!(body.lines().count(), 2 * entries.len());
+        assert!(body
+            .lines()
+            .last()
+            .unwrap()
+            .contains(&format!(".text.f{}", PARALLEL_ENTRIES + 2)));
     }
 
     #[test]

@@ -35,6 +35,7 @@ use std::io::{self, Write};
 
 use crate::binary::{symbol_of, HOT_END, HOT_START};
 use crate::graph::Func;
+use crate::prefetch::prefetch;
 
 /// Section that holds `__hot_start` in the markers object.
 pub const START_SECTION: &str = ".text.hottext.start";
@@ -146,7 +147,8 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
 /// Checks every name of `entries` for `format` (see `check_symbol`). [`emit`] runs it before it
 /// writes anything; `fetch` runs it per function to leave out the ones it refuses.
 pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError> {
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
+        prefetch_name_ahead(entries, i);
         let name = match format {
             Format::List => e.name,
             _ => symbol_of(e.name),
@@ -157,6 +159,17 @@ pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError>
         }
     }
     Ok(())
+}
+
+/// Starts loading the name of the entry a few places after `i`: an order's names lie at
+/// random in memory, and on a million entries the loops over them waited on each.
+fn prefetch_name_ahead(entries: &[Entry], i: usize) {
+    if let Some(first_byte) = entries
+        .get(i + 8)
+        .and_then(|ahead| ahead.name.as_bytes().first())
+    {
+        prefetch(first_byte);
+    }
 }
 
 /// Writes `entries` in `format`, placed as `placement` says where the format can

@@ -3,7 +3,7 @@
 
 use super::{pack, unpack, CdsortParams};
 use crate::graph::FuncId;
-use crate::layout::queue::prefetch;
+use crate::prefetch::prefetch;
 
 mod build;
 mod pairs;

@@ -11,7 +11,7 @@
 //! a removed edge leaves a tombstone that a later insert on the same path reuses, and the table
 //! is rebuilt from the live edges when used slots pass [`MAX_LOAD`].
 
-use crate::layout::queue::prefetch;
+use crate::prefetch::prefetch;
 
 /// An empty slot (no edge has id part zero: ids are stored plus one).
 const EMPTY: u32 = 0;
