@@ -36,6 +36,7 @@ pub mod layout;
 pub mod link;
 pub mod measure;
 pub mod os;
+mod parallel;
 pub mod pipeline;
 mod prefetch;
 pub mod profile;

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
 use super::{order, Algorithm, Params};
 use crate::graph::{FuncId, Graph};
+use crate::parallel::join;
 
 /// The algorithms `auto` tries, in order of preference on a tie.
 pub const CANDIDATES: [Algorithm; 3] = [Algorithm::Cdsort, Algorithm::C3, Algorithm::PettisHansen];
@@ -57,16 +58,12 @@ pub fn choose(graph: &Graph, params: &Params, progress: &(dyn Fn(&str) + Sync)) 
         };
         (candidate, ordered)
     };
+    let (first, rest) = join(
+        || run(CANDIDATES[0]),
+        || CANDIDATES[1..].iter().map(|&a| run(a)).collect::<Vec<_>>(),
+    );
     let (mut candidates, mut orders): (Vec<Candidate>, Vec<Vec<FuncId>>) =
-        std::thread::scope(|scope| {
-            let first = scope.spawn(|| run(CANDIDATES[0]));
-            let rest: Vec<_> = CANDIDATES[1..].iter().map(|&a| run(a)).collect();
-            // A panic in the thread is a bug: pass it on as if it had happened here.
-            let first = first
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            std::iter::once(first).chain(rest).unzip()
-        });
+        std::iter::once(first).chain(rest).unzip();
     let index = best(&candidates);
     candidates[index].chosen = true;
     Choice {

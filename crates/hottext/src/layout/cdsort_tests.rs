@@ -94,8 +94,8 @@ fn cdsort_merges_short_chains_first_and_stops_at_the_chain_size_limit() {
 
 #[test]
 fn cdsort_fills_a_chain_to_the_size_limit_after_giving_up_pairs_past_it() {
-    // Three functions at most. [a, b] and [c, d] form first; b -> c then joins two chains of
-    // two, past the limit, and is given up, while b -> e still fits: [a, b] takes e. (`a`
+    // Three functions at most. [c, d] forms first, then [a, b]: b -> c then joins two chains
+    // of two, past the limit, and is given up, while b -> e still fits: [a, b] takes e. (`a`
     // calls two more, so that its chain is the one kept and b's calls are the ones moved.)
     let g = graph(
         &[
@@ -108,8 +108,8 @@ fn cdsort_fills_a_chain_to_the_size_limit_after_giving_up_pairs_past_it() {
             ("g", 100, 1),
         ],
         &[
-            ("a", "b", 1000),
-            ("c", "d", 900),
+            ("a", "b", 900),
+            ("c", "d", 1000),
             ("b", "c", 800),
             ("b", "e", 10),
             ("a", "f", 1),

@@ -13,10 +13,7 @@ use serde::Serialize;
 
 use super::{check_entries, is_split_cold_part, EmitError, Entry, Format};
 use crate::graph::{FuncId, Graph};
-use crate::prefetch::prefetch;
-
-/// How many functions ahead [`hot_list`] starts loading names.
-const PREFETCH_DISTANCE: usize = 8;
+use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 /// What a hot range holds, counted one way wherever hottext reports it (`order`, `fetch`,
 /// `verify --binary` and their JSON). A **hot function** is one placed in the hot range: every

@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use super::{prefetch_name_ahead, sections_of, unique, Entry, SECTION_PREFIXES};
 use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
+use crate::parallel::join;
 
 /// Where hot functions start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -84,19 +85,15 @@ pub(super) fn write(
         // Formatted in two halves at once, the second on a thread of its own: what is left of
         // `order --algorithm auto` after the algorithms is mostly this and writing the file.
         let (first, second) = entries.split_at(entries.len() / 2);
-        let second = std::thread::scope(|scope| {
-            let later = scope.spawn(|| {
+        let (second, first) = join(
+            || {
                 let mut bytes = Vec::new();
                 write_entries(second, alignment, &mut bytes).map(|()| bytes)
-            });
-            let first = write_entries(first, alignment, out);
-            // A panic in the thread is a bug: pass it on as if it had happened here.
-            let second = later
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            first.and(second)
-        })?;
-        out.write_all(&second)?;
+            },
+            || write_entries(first, alignment, out),
+        );
+        first?;
+        out.write_all(&second?)?;
     } else {
         write_entries(entries, alignment, out)?;
     }

@@ -35,7 +35,7 @@ use std::io::{self, Write};
 
 use crate::binary::{symbol_of, HOT_END, HOT_START};
 use crate::graph::Func;
-use crate::prefetch::prefetch;
+use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 /// Section that holds `__hot_start` in the markers object.
 pub const START_SECTION: &str = ".text.hottext.start";
@@ -165,7 +165,7 @@ pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError>
 /// random in memory, and on a million entries the loops over them waited on each.
 fn prefetch_name_ahead(entries: &[Entry], i: usize) {
     if let Some(first_byte) = entries
-        .get(i + 8)
+        .get(i + PREFETCH_DISTANCE)
         .and_then(|ahead| ahead.name.as_bytes().first())
     {
         prefetch(first_byte);

@@ -28,6 +28,7 @@ use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
 use crate::os::proc::Pid;
+use crate::parallel::join;
 
 /// Records between two progress reports: often enough for a smooth bar, rare enough to cost
 /// nothing.
@@ -68,31 +69,32 @@ pub(super) fn build(
         first_time: u64::MAX,
         last_time: 0,
     };
-    std::thread::scope(|scope| {
-        // The code bytes are needed only after the pass over perf.data: read them meanwhile.
-        let frames = scope.spawn(|| Frames::new(binary));
-        let mut records = 0u64;
-        loop {
-            if records % PROGRESS_EVERY == 0 {
-                progress(perf.bytes_read(), perf.size);
+    // The code bytes are needed only after the pass over perf.data: read them meanwhile.
+    let (frames, pass) = join(
+        || Frames::new(binary),
+        || -> Result<(), ProfileError> {
+            let mut records = 0u64;
+            loop {
+                if records % PROGRESS_EVERY == 0 {
+                    progress(perf.bytes_read(), perf.size);
+                }
+                let Some(record) = perf.next()? else { break };
+                records += 1;
+                if let PerfFileRecord::EventRecord { attr_index, record } = record {
+                    reader.record(attr_index, &record);
+                }
             }
-            let Some(record) = perf.next()? else { break };
-            records += 1;
-            if let PerfFileRecord::EventRecord { attr_index, record } = record {
-                reader.record(attr_index, &record);
-            }
-        }
-        progress(perf.size, perf.size);
-        reader.stats.records = records;
-        let frames = frames
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            .map_err(|source| ProfileError::Io {
-                path: binary.path.clone(),
-                source,
-            })?;
-        reader.finish(frames)
-    })
+            progress(perf.size, perf.size);
+            reader.stats.records = records;
+            Ok(())
+        },
+    );
+    pass?;
+    let frames = frames.map_err(|source| ProfileError::Io {
+        path: binary.path.clone(),
+        source,
+    })?;
+    reader.finish(frames)
 }
 
 /// The event to build the graph from: the first one with call stacks or branch records.

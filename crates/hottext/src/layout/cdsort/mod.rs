@@ -98,7 +98,7 @@ pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
             state.prefetch_edge(unpack(top).1);
         }
         if state.is_dead(e) {
-            continue; // joined into another edge, or merged along, since it was queued
+            continue; // joined into another edge, merged along or given up since it was queued
         }
         if state.is_stale(e) {
             // Recompute it with the keys queued after it, whose recomputation comes next too

@@ -3,7 +3,7 @@
 
 use super::{pack, unpack, CdsortParams};
 use crate::graph::FuncId;
-use crate::prefetch::prefetch;
+use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 mod build;
 mod pairs;
@@ -12,8 +12,6 @@ use pairs::PairIndex;
 
 /// Keys refreshed together (see [`State::refresh`]).
 pub(super) const REFRESH_BATCH: usize = 16;
-/// How many places ahead a walk over a list of edges prefetches.
-const PREFETCH_DISTANCE: usize = 8;
 
 #[derive(Clone, Copy)]
 struct Jump {
@@ -86,7 +84,7 @@ pub(super) struct State<'a> {
     params: &'a CdsortParams,
     jumps: Vec<Jump>,
     edges: Vec<Edge>,
-    /// Joined into another edge, or merged along.
+    /// Joined into another edge, merged along, or given up (too long to merge).
     dead: EdgeBits,
     /// Whether the chain of `ends[0]` came first in the better order found by the last gain.
     first_end_leads: EdgeBits,
@@ -111,7 +109,7 @@ pub(super) struct State<'a> {
 }
 
 impl<'a> State<'a> {
-    /// Whether edge `e` was joined into another or merged along.
+    /// Whether edge `e` was joined into another, merged along or given up.
     pub(super) fn is_dead(&self, e: u32) -> bool {
         self.dead.get(e)
     }
@@ -158,7 +156,8 @@ impl<'a> State<'a> {
         }
         keys.retain_mut(|k| {
             let e = unpack(*k).1;
-            if self.dead.get(e) {
+            // A key too long now is stale too (its chains grew since), and needs no more reads.
+            if self.dead.get(e) || self.too_long(self.edges[e as usize].ends) {
                 return false;
             }
             if !self.is_stale(e) {

@@ -1,12 +1,11 @@
 //! Setting up CDSort's state: one chain per function, one edge per pair of functions that
 //! call each other, with their jumps.
 
-use super::{
-    CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC,
-    PREFETCH_DISTANCE,
-};
+use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC};
 use crate::graph::{FuncId, Graph};
 use crate::layout::edge_lists::edge_lists;
+use crate::parallel::join;
+use crate::prefetch::DISTANCE as PREFETCH_DISTANCE;
 
 impl<'a> State<'a> {
     pub(in crate::layout::cdsort) fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
@@ -127,15 +126,8 @@ impl State<'_> {
             // Split on a word of `first_end_leads`, so that each half fills whole words.
             let half = (edges / 2).next_multiple_of(64);
             let this = &*self;
-            std::thread::scope(|scope| {
-                let second = scope.spawn(move || this.keys_of(half..edges));
-                let first = this.keys_of(0..half);
-                // A panic in the thread is a bug: pass it on as if it had happened here.
-                let second = second
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                vec![(0, first), (half, second)]
-            })
+            let (second, first) = join(|| this.keys_of(half..edges), || this.keys_of(0..half));
+            vec![(0, first), (half, second)]
         };
         let mut runs = Vec::with_capacity(parts.len());
         for (range_start, (keys, leads)) in parts {
@@ -173,10 +165,10 @@ fn sort_jumps<K: Ord>(jumps: &mut [Jump], key: impl Fn(&Jump) -> K + Sync) {
     let middle = jumps.len() / 2;
     jumps.select_nth_unstable_by_key(middle, &key);
     let (low, high) = jumps.split_at_mut(middle);
-    std::thread::scope(|scope| {
-        scope.spawn(|| low.sort_unstable_by_key(&key));
-        high.sort_unstable_by_key(&key);
-    });
+    join(
+        || low.sort_unstable_by_key(&key),
+        || high.sort_unstable_by_key(&key),
+    );
 }
 
 /// The graph's jumps that say something about placement: self-calls and zero weights do not.
