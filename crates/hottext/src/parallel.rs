@@ -8,6 +8,15 @@ use std::sync::{Mutex, PoisonError};
 /// no thread can be started (a limit on processes or memory), `a` runs here after `b`: slower,
 /// never a failure. A panic in `a` is passed on as if it had happened here.
 pub(crate) fn join<A: Send, B>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    join_on(std::thread::Builder::new(), a, b)
+}
+
+/// [`join`] with the thread made by `builder`.
+fn join_on<A: Send, B>(
+    builder: std::thread::Builder,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B,
+) -> (A, B) {
     // Not moved into the thread: a thread that cannot start would take `a` with it.
     let slot = Mutex::new(Some(a));
     let run_if_left = || {
@@ -15,7 +24,7 @@ pub(crate) fn join<A: Send, B>(a: impl FnOnce() -> A + Send, b: impl FnOnce() ->
         a.map(|a| a())
     };
     std::thread::scope(|scope| {
-        let thread = std::thread::Builder::new().spawn_scoped(scope, run_if_left);
+        let thread = builder.spawn_scoped(scope, run_if_left);
         let b = b();
         let on_thread = thread.ok().and_then(|t| {
             t.join()
@@ -42,5 +51,14 @@ mod tests {
         let caught = std::panic::catch_unwind(|| join(|| panic!("in a"), || 1));
         let panic = caught.unwrap_err();
         assert_eq!(panic.downcast_ref::<&str>(), Some(&"in a"));
+    }
+
+    #[test]
+    fn without_a_thread_both_run_here() {
+        // No thread gets a stack of an exabyte.
+        let builder = std::thread::Builder::new().stack_size(1 << 60);
+        let here = std::thread::current().id();
+        let (a, b) = join_on(builder, || std::thread::current().id(), || 7);
+        assert_eq!((a, b), (here, 7));
     }
 }
