@@ -1,5 +1,6 @@
 //! The edges of each node, for the algorithms that merge nodes along edges (Pettis-Hansen and
-//! CDSort): a merge re-points the edges of one node at the other and so needs them listed.
+//! CDSort): a merge re-points the edges of one node at the other and so needs them listed, and
+//! finds an edge by the pair of nodes it joins.
 
 /// The ids of the edges at each of `nodes` nodes, given each edge's two ends in edge order.
 /// Each list is allocated at its length: grown push by push, a million lists took a third of
@@ -22,4 +23,9 @@ pub(super) fn edge_lists(
         lists[b].push(e as u32);
     }
     lists
+}
+
+/// An unordered pair of nodes as one key: the same whichever end comes first.
+pub(super) fn pair_key(a: u32, b: u32) -> u64 {
+    (u64::from(a.min(b)) << 32) | u64::from(a.max(b))
 }

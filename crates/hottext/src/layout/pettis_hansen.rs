@@ -20,7 +20,7 @@
 
 use std::hash::BuildHasher;
 
-use super::edge_lists::edge_lists;
+use super::edge_lists::{edge_lists, pair_key};
 use super::queue::MaxQueue;
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::prefetch;
@@ -143,11 +143,6 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
     nodes.into_iter().flat_map(|n| n.3).collect()
 }
 
-/// The key of an unordered pair of nodes.
-fn pair(a: FuncId, b: FuncId) -> u64 {
-    (u64::from(a.min(b).0) << 32) | u64::from(a.max(b).0)
-}
-
 /// The live edge between two nodes, if any. One table of node pairs rather than a table per
 /// node (on a 1 M-function graph a million small maps cost more than the merging), holding edge
 /// ids only and comparing against the edges' ends: a third of the memory of a map from pairs.
@@ -170,15 +165,15 @@ impl EdgeIndex {
     }
 
     fn hash(&self, a: FuncId, b: FuncId) -> u64 {
-        self.hasher.hash_one(pair(a, b))
+        self.hasher.hash_one(pair_key(a.0, b.0))
     }
 
     fn find(&self, edges: &[Edge], a: FuncId, b: FuncId) -> Option<u32> {
-        let key = pair(a, b);
+        let key = pair_key(a.0, b.0);
         self.table
             .find(self.hash(a, b), |&x| {
                 let [p, q] = edges[x as usize].ends;
-                pair(p, q) == key
+                pair_key(p.0, q.0) == key
             })
             .copied()
     }
@@ -190,7 +185,7 @@ impl EdgeIndex {
         let hasher = &self.hasher;
         let hash_of = |x: &u32| {
             let [a, b] = edges[*x as usize].ends;
-            hasher.hash_one(pair(a, b))
+            hasher.hash_one(pair_key(a.0, b.0))
         };
         self.table.insert_unique(hash_of(&e), e, hash_of);
     }
@@ -403,7 +398,7 @@ mod tests {
         for (a, b) in removed {
             let live = edges
                 .iter()
-                .any(|edge| pair(edge.ends[0], edge.ends[1]) == pair(a, b));
+                .any(|edge| pair_key(edge.ends[0].0, edge.ends[1].0) == pair_key(a.0, b.0));
             assert_eq!(index.find(&edges, a, b).is_some(), live);
         }
         assert_eq!(index.table.len(), edges.len());

@@ -5,6 +5,14 @@ use super::{order, Algorithm, C3Params, Params};
 use crate::binary::StatedAddr;
 use crate::graph::{ids, Graph, GraphBuilder};
 
+/// A repeatable stream of numbers below the bound each call gives, for random test graphs.
+pub(super) fn random_below(mut seed: u64) -> impl FnMut(usize) -> usize {
+    move |below| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        (seed >> 33) as usize % below
+    }
+}
+
 /// Builds a graph from `(name, size, samples)` functions and `(caller, callee, weight)` calls.
 pub(super) fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> Graph {
     let mut b = GraphBuilder::default();
@@ -227,13 +235,9 @@ fn pettis_hansen_orders_weights_past_32_bits_as_their_scaled_down_copy() {
     // keys need the wide form, whose order must be the narrow one's.
     let names: Vec<String> = (0..300).map(|i| format!("f{i}")).collect();
     let funcs: Vec<(&str, u64, u64)> = names.iter().map(|n| (n.as_str(), 64, 1)).collect();
-    let mut seed = 7u64;
-    let mut random = |below: u64| {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-        (seed >> 33) % below
-    };
+    let mut random = random_below(7);
     let arcs: Vec<(usize, usize, u64)> = (0..1500)
-        .map(|_| (random(300) as usize, random(300) as usize, 1 + random(40)))
+        .map(|_| (random(300), random(300), 1 + random(40) as u64))
         .collect();
     let with_scale = |scale: u64| {
         let calls: Vec<(&str, &str, u64)> = arcs

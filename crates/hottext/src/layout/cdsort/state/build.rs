@@ -192,18 +192,14 @@ mod tests {
 
     #[test]
     fn jumps_sorted_on_two_threads_are_sorted_as_on_one() {
-        let mut seed = 5u64;
-        let mut random = |below: u32| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 33) as u32 % below
-        };
+        let mut random = crate::layout::tests::random_below(5);
         let mut jumps: Vec<Jump> = (0..PARALLEL + 999)
             .map(|_| Jump {
-                caller: FuncId(random(500)),
-                callee: FuncId(random(500)),
+                caller: FuncId::from_index(random(500)),
+                callee: FuncId::from_index(random(500)),
                 next: NONE,
-                offset: random(64),
-                weight: u64::from(random(3)),
+                offset: random(64) as u32,
+                weight: random(3) as u64,
             })
             .collect();
         let fields = |js: &[Jump]| -> Vec<(u32, u32, u32, u64)> {
@@ -227,11 +223,7 @@ mod tests {
         let funcs: Vec<(&str, u64, u64)> = (0..n)
             .map(|i| (names[i].as_str(), 16 << (i % 7), (i % 5) as u64))
             .collect();
-        let mut seed = 11u64;
-        let mut random = |below: usize| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 33) as usize % below
-        };
+        let mut random = crate::layout::tests::random_below(11);
         let calls: Vec<(&str, &str, u64)> = (0..80_000)
             .map(|_| {
                 let (a, b) = (random(n), random(n));

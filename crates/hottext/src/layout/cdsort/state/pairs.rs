@@ -11,6 +11,7 @@
 //! a removed edge leaves a tombstone that a later insert on the same path reuses, and the table
 //! is rebuilt from the live edges when used slots pass [`MAX_LOAD`].
 
+use crate::layout::edge_lists::pair_key;
 use crate::prefetch::prefetch;
 
 /// An empty slot (no edge has id part zero: ids are stored plus one).
@@ -30,11 +31,6 @@ pub(super) struct PairIndex {
     used: usize,
 }
 
-/// An unordered pair of chains as one key.
-fn key(a: u32, b: u32) -> u64 {
-    (u64::from(a.min(b)) << 32) | u64::from(a.max(b))
-}
-
 impl PairIndex {
     /// A table for `edges` edges at most.
     pub(super) fn new(edges: usize) -> PairIndex {
@@ -51,7 +47,7 @@ impl PairIndex {
 
     /// The slot the pair's probe starts at, and the slot value of edge `e` under that pair.
     fn hash(&self, a: u32, b: u32, e: u32) -> (usize, u32) {
-        let h = key(a, b).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = pair_key(a, b).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let start = (h >> (u64::BITS - self.bits)) as usize;
         let tag = (h >> 8) as u32 & ((1u64 << (u32::BITS - self.id_bits)) - 1) as u32;
         let value = (u64::from(tag) << self.id_bits) as u32 | (e + 1);
@@ -109,7 +105,7 @@ impl PairIndex {
             if slot != TOMB && tag_of(slot) == tag_of(wanted) {
                 let id = self.id_part(slot) - 1;
                 let [x, y] = ends(id);
-                if key(x, y) == key(a, b) {
+                if pair_key(x, y) == pair_key(a, b) {
                     return Some(id);
                 }
             }
@@ -183,11 +179,7 @@ mod tests {
         let n = 1800;
         let names: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
         let funcs: Vec<(&str, u64, u64)> = names.iter().map(|f| (f.as_str(), 64, 1)).collect();
-        let mut seed = 7u64;
-        let mut random = |below: usize| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 33) as usize % below
-        };
+        let mut random = crate::layout::tests::random_below(7);
         let mut calls: Vec<(&str, &str, u64)> = (1..n)
             .map(|i| (names[random(i)].as_str(), names[i].as_str(), 1))
             .collect();
@@ -221,7 +213,10 @@ mod tests {
                     continue;
                 }
                 assert_eq!(found, Some(id as u32), "edge {id} after merge {merges}");
-                assert!(pairs.insert(key(a, b)), "two live edges join {a} and {b}");
+                assert!(
+                    pairs.insert(pair_key(a, b)),
+                    "two live edges join {a} and {b}"
+                );
                 for c in [a, b] {
                     let first = state.chains[c as usize].first;
                     assert_eq!(
