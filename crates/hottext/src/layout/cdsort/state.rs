@@ -139,17 +139,17 @@ impl<'a> State<'a> {
     /// another. On the 1 M-function benchmark graph, with the queue's sorted runs, this took a
     /// fifth off cdsort's CPU time.
     pub(super) fn refresh(&mut self, keys: &mut Vec<u64>) {
-        // Dead keys, and keys too long now (stale too: their chains grew since), go without
-        // reading anything more; the others start their next reads.
+        // Dead keys go without reading anything more; the others start all their next reads at
+        // once, also those of keys that turn out too long to merge (stale too: their chains grew
+        // since), because waiting for the lengths first would cost another round of misses.
         keys.retain(|k| {
             let e = unpack(*k).1;
             if self.dead.get(e) {
                 return false;
             }
             let ends = self.edges[e as usize].ends;
-            if self.too_long(ends) {
-                return false;
-            }
+            prefetch(&self.functions[ends[0] as usize]);
+            prefetch(&self.functions[ends[1] as usize]);
             prefetch(&self.chains[ends[0] as usize]);
             prefetch(&self.chains[ends[1] as usize]);
             let jump = &self.jumps[e as usize];
@@ -323,10 +323,11 @@ impl<'a> State<'a> {
                 continue;
             }
             let neighbour = self.neighbour(x, from);
+            // Whether `into` and the neighbour are too long to merge is asked in the second
+            // pass: waiting here for the neighbour's length would stall the walk on each edge.
             self.pairs.prefetch(from, neighbour);
-            if !self.too_long([into, neighbour]) {
-                self.pairs.prefetch(into, neighbour);
-            }
+            self.pairs.prefetch(into, neighbour);
+            prefetch(&self.functions[neighbour as usize]);
             moving.push((x, neighbour));
         }
         let mut edges = std::mem::take(&mut self.adj[into as usize]);
