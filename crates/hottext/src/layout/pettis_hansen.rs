@@ -20,7 +20,7 @@
 
 use std::hash::BuildHasher;
 
-use super::edge_lists::{pair_key, EdgeLists};
+use super::edge_lists::{edge_lists, pair_key};
 use super::queue::MaxQueue;
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::prefetch;
@@ -70,8 +70,7 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
     let n = graph.funcs().len();
     let original = Original::new(graph);
     // Edge ids per node, some dead: they are dropped when the node is merged away.
-    let mut adj = EdgeLists::new(n, edges.iter().map(|e| e.ends.map(FuncId::index)));
-    let mut taken = Vec::new();
+    let mut adj = edge_lists(n, edges.iter().map(|e| e.ends.map(FuncId::index)));
     let mut edge_between = EdgeIndex::new(&edges);
     let mut chains = Chains::new(n);
 
@@ -94,7 +93,7 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
         let [a, b] = edge.ends;
         let (left, right) = (a.min(b), a.max(b));
         // Keep the node with more edges, so re-pointing edges costs the smaller side.
-        let (keep, gone) = if adj.len(a.index()) >= adj.len(b.index()) {
+        let (keep, gone) = if adj[a.index()].len() >= adj[b.index()].len() {
             (a, b)
         } else {
             (b, a)
@@ -103,9 +102,7 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
         edges[e as usize].kill();
 
         edge_between.remove(e, a, b);
-        taken.clear();
-        adj.take(gone.index(), &mut taken);
-        for &x in &taken {
+        for x in std::mem::take(&mut adj[gone.index()]) {
             if edges[x as usize].is_dead() {
                 continue;
             }
@@ -115,7 +112,7 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
                 None => {
                     edges[x as usize].ends = [keep, other];
                     edge_between.insert(&edges, x);
-                    adj.push(keep.index(), x);
+                    adj[keep.index()].push(x);
                 }
                 Some(onto) => {
                     // Both nodes had an edge to `other`: one edge of the summed weight.

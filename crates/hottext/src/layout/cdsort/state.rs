@@ -10,8 +10,6 @@ mod pairs;
 
 use pairs::PairIndex;
 
-use crate::layout::edge_lists::EdgeLists;
-
 /// Keys refreshed together (see [`State::refresh`]).
 pub(super) const REFRESH_BATCH: usize = 16;
 
@@ -98,9 +96,7 @@ pub(super) struct State<'a> {
     functions: Vec<u32>,
     /// Edge ids per chain slot, some dead: they are dropped when the chain is merged into
     /// another.
-    adj: EdgeLists,
-    /// During a merge: the edge ids of the chain merged away (kept for its allocation).
-    taken: Vec<u32>,
+    adj: Vec<Vec<u32>>,
     /// The live edges by their two chains.
     pairs: PairIndex,
     /// During a merge: the live edges of the chain merged away, their other chains, and the
@@ -278,7 +274,7 @@ impl<'a> State<'a> {
         };
         // The chain with more edges survives (counting dead ones, a cheap estimate): the
         // other's edges are the ones re-pointed.
-        let (into, from) = if self.adj.len(a as usize) >= self.adj.len(b as usize) {
+        let (into, from) = if self.adj[a as usize].len() >= self.adj[b as usize].len() {
             (a, b)
         } else {
             (b, a)
@@ -317,8 +313,7 @@ impl<'a> State<'a> {
         // Three passes, so that the random reads of each overlap: the first walks from's edges,
         // prefetching the edge a few places ahead and the pairs' slots it will look up; the
         // second looks them up; the third changes the table and the edges.
-        let mut from_edges = std::mem::take(&mut self.taken);
-        self.adj.take(from as usize, &mut from_edges);
+        let from_edges = std::mem::take(&mut self.adj[from as usize]);
         let mut moving = std::mem::take(&mut self.moving);
         for (i, &x) in from_edges.iter().enumerate() {
             if let Some(&ahead) = from_edges.get(i + PREFETCH_DISTANCE) {
@@ -351,6 +346,7 @@ impl<'a> State<'a> {
                 prefetch(&self.jumps[self.edges[edge as usize].tail as usize]);
             }
         }
+        let mut edges = std::mem::take(&mut self.adj[into as usize]);
         for &(x, neighbour, onto) in &moving {
             // Checked before each insert, since one merge may re-point most edges; the edges
             // not re-pointed yet go back in under their old pair, which is still right.
@@ -365,13 +361,12 @@ impl<'a> State<'a> {
             } else {
                 self.edges[x as usize].ends = [into, neighbour];
                 self.pairs.insert(into, neighbour, x);
-                self.adj.push(into as usize, x);
+                edges.push(x);
             }
         }
         moving.clear();
         self.moving = moving;
-        from_edges.clear();
-        self.taken = from_edges;
+        self.adj[into as usize] = edges;
     }
 
     /// The other end of edge `x`, one end of which is chain `c`.

@@ -3,7 +3,7 @@
 
 use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, NONE, NO_FUNC};
 use crate::graph::{FuncId, Graph};
-use crate::layout::edge_lists::EdgeLists;
+use crate::layout::edge_lists::edge_lists;
 use crate::parallel::join;
 use crate::prefetch::DISTANCE as PREFETCH_DISTANCE;
 
@@ -58,7 +58,7 @@ impl<'a> State<'a> {
             jumps.push(jump);
         }
 
-        let adj = EdgeLists::new(n, edges.iter().map(|e| e.ends.map(|c| c as usize)));
+        let adj = edge_lists(n, edges.iter().map(|e| e.ends.map(|c| c as usize)));
         let mut state = State {
             params,
             jumps,
@@ -84,7 +84,6 @@ impl<'a> State<'a> {
                 .collect(),
             functions: vec![1; n],
             adj,
-            taken: Vec::new(),
             moving: Vec::new(),
             merges: 0,
             total_hotness: total_hotness as f64,
