@@ -99,9 +99,9 @@ pub(super) struct State<'a> {
     adj: Vec<Vec<u32>>,
     /// The live edges by their two chains.
     pairs: PairIndex,
-    /// During a merge: the live edges of the chain merged away, their other chains, and the
-    /// edge each joins (`NONE`: re-pointed; its own id: given up); kept for its allocation.
-    moving: Vec<(u32, u32, u32)>,
+    /// During a merge: the live edges of the chain merged away and their other chains (kept
+    /// for its allocation).
+    moving: Vec<(u32, u32)>,
     merges: u32,
     total_hotness: f64,
     /// What a jump scores across the whole hot code: the baseline a merge improves on.
@@ -310,9 +310,9 @@ impl<'a> State<'a> {
         // on the 1 M-function benchmark graph, which then cost no look-up here nor later).
         self.dead.set(e, true);
         self.pairs.remove(a, b, e);
-        // Three passes, so that the random reads of each overlap: the first walks from's edges,
+        // Two passes, so that the random reads of each overlap: the first walks from's edges,
         // prefetching the edge a few places ahead and the pairs' slots it will look up; the
-        // second looks them up; the third changes the table and the edges.
+        // second looks them up.
         let from_edges = std::mem::take(&mut self.adj[from as usize]);
         let mut moving = std::mem::take(&mut self.moving);
         for (i, &x) in from_edges.iter().enumerate() {
@@ -328,40 +328,30 @@ impl<'a> State<'a> {
             self.pairs.prefetch(from, neighbour);
             self.pairs.prefetch(into, neighbour);
             prefetch(&self.functions[neighbour as usize]);
-            moving.push((x, neighbour, NONE));
-        }
-        // The edge each joins, found before any changes so that the reads of the edges found
-        // and of the jumps a join appends to overlap too. The changes below cannot alter what
-        // is found: each is to another neighbour's pair, and a rebuild keeps the edge ids.
-        for (x, neighbour, onto) in moving.iter_mut() {
-            if self.too_long([into, *neighbour]) {
-                *onto = *x; // given up: its own id
-                continue;
-            }
-            if let Some(edge) = self
-                .pairs
-                .find(into, *neighbour, |id| self.edges[id as usize].ends)
-            {
-                *onto = edge;
-                prefetch(&self.jumps[self.edges[edge as usize].tail as usize]);
-            }
+            moving.push((x, neighbour));
         }
         let mut edges = std::mem::take(&mut self.adj[into as usize]);
-        for &(x, neighbour, onto) in &moving {
+        for &(x, neighbour) in &moving {
             // Checked before each insert, since one merge may re-point most edges; the edges
             // not re-pointed yet go back in under their old pair, which is still right.
             if self.pairs.is_crowded() {
                 self.fill_pairs();
             }
             self.pairs.remove(from, neighbour, x);
-            if onto == x {
+            if self.too_long([into, neighbour]) {
                 self.dead.set(x, true);
-            } else if onto != NONE {
-                self.join_edges(onto, x);
-            } else {
-                self.edges[x as usize].ends = [into, neighbour];
-                self.pairs.insert(into, neighbour, x);
-                edges.push(x);
+                continue;
+            }
+            match self
+                .pairs
+                .find(into, neighbour, |id| self.edges[id as usize].ends)
+            {
+                Some(onto) => self.join_edges(onto, x),
+                None => {
+                    self.edges[x as usize].ends = [into, neighbour];
+                    self.pairs.insert(into, neighbour, x);
+                    edges.push(x);
+                }
             }
         }
         moving.clear();
