@@ -8,6 +8,7 @@ mod c3;
 mod cdsort;
 mod edge_lists;
 pub mod metrics;
+mod pair_index;
 mod pettis_hansen;
 mod queue;
 

@@ -18,12 +18,11 @@
 //! of functions they first joined (an edge keeps that rank when merges re-point it). The paper
 //! leaves both open; any fixed rule keeps the output deterministic.
 
-use std::hash::BuildHasher;
-
-use super::edge_lists::{edge_lists, pair_key};
+use super::edge_lists::edge_lists;
+use super::pair_index::PairIndex;
 use super::queue::MaxQueue;
 use crate::graph::{FuncId, Graph};
-use crate::prefetch::prefetch;
+use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     let edges = undirected_edges(graph);
@@ -71,7 +70,9 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
     let original = Original::new(graph);
     // Edge ids per node, some dead: they are dropped when the node is merged away.
     let mut adj = edge_lists(n, edges.iter().map(|e| e.ends.map(FuncId::index)));
-    let mut edge_between = EdgeIndex::new(&edges);
+    let mut edge_between = PairIndex::new(edges.len());
+    edge_between.fill(edges.len(), |e| live_ends(&edges, e));
+    let mut moving: Vec<(u32, FuncId)> = Vec::new();
     let mut chains = Chains::new(n);
 
     // Heaviest edge first; an entry is skipped when its edge died or grew since (growing
@@ -101,17 +102,36 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
         chains.join(left, right, keep, &original);
         edges[e as usize].kill();
 
-        edge_between.remove(e, a, b);
-        for x in std::mem::take(&mut adj[gone.index()]) {
+        edge_between.remove(a.0, b.0, e);
+        // Two passes, so that the random reads of each overlap: the first walks gone's edges,
+        // reading the edge a few places ahead and starting the pairs' slots it will look up;
+        // the second looks them up.
+        let gone_edges = std::mem::take(&mut adj[gone.index()]);
+        moving.clear();
+        for (i, &x) in gone_edges.iter().enumerate() {
+            if let Some(&ahead) = gone_edges.get(i + PREFETCH_DISTANCE) {
+                prefetch(&edges[ahead as usize]);
+            }
             if edges[x as usize].is_dead() {
                 continue;
             }
             let other = other_end(&edges[x as usize], gone);
-            edge_between.remove(x, gone, other);
-            match edge_between.find(&edges, keep, other) {
+            edge_between.prefetch(gone.0, other.0);
+            edge_between.prefetch(keep.0, other.0);
+            moving.push((x, other));
+        }
+        for &(x, other) in &moving {
+            // Checked before each insert; the edges not re-pointed yet go back in under their
+            // old pair, which is still right.
+            if edge_between.is_crowded() {
+                edge_between.fill(edges.len(), |e| live_ends(&edges, e));
+            }
+            edge_between.remove(gone.0, other.0, x);
+            let ends = |id: u32| edges[id as usize].ends.map(|f| f.0);
+            match edge_between.find(keep.0, other.0, ends) {
                 None => {
                     edges[x as usize].ends = [keep, other];
-                    edge_between.insert(&edges, x);
+                    edge_between.insert(keep.0, other.0, x);
                     adj[keep.index()].push(x);
                 }
                 Some(onto) => {
@@ -141,61 +161,6 @@ fn merge_along_edges<K: Key>(graph: &Graph, mut edges: Vec<Edge>) -> Vec<FuncId>
             .then(a.2.cmp(&b.2))
     });
     nodes.into_iter().flat_map(|n| n.3).collect()
-}
-
-/// The live edge between two nodes, if any. One table of node pairs rather than a table per
-/// node (on a 1 M-function graph a million small maps cost more than the merging), holding edge
-/// ids only and comparing against the edges' ends: a third of the memory of a map from pairs.
-struct EdgeIndex {
-    table: hashbrown::HashTable<u32>,
-    hasher: foldhash::fast::FixedState,
-}
-
-impl EdgeIndex {
-    /// Indexes every edge; their pairs of ends must differ.
-    fn new(edges: &[Edge]) -> EdgeIndex {
-        let mut index = EdgeIndex {
-            table: hashbrown::HashTable::with_capacity(edges.len()),
-            hasher: Default::default(),
-        };
-        for e in 0..edges.len() {
-            index.insert(edges, e as u32);
-        }
-        index
-    }
-
-    fn hash(&self, a: FuncId, b: FuncId) -> u64 {
-        self.hasher.hash_one(pair_key(a.0, b.0))
-    }
-
-    fn find(&self, edges: &[Edge], a: FuncId, b: FuncId) -> Option<u32> {
-        let key = pair_key(a.0, b.0);
-        self.table
-            .find(self.hash(a, b), |&x| {
-                let [p, q] = edges[x as usize].ends;
-                pair_key(p.0, q.0) == key
-            })
-            .copied()
-    }
-
-    /// Indexes edge `e`, whose pair of ends no other indexed edge has.
-    fn insert(&mut self, edges: &[Edge], e: u32) {
-        // Rehashing (after many removals) reads each indexed edge's ends: they are current,
-        // since an edge leaves the index before its ends change.
-        let hasher = &self.hasher;
-        let hash_of = |x: &u32| {
-            let [a, b] = edges[*x as usize].ends;
-            hasher.hash_one(pair_key(a.0, b.0))
-        };
-        self.table.insert_unique(hash_of(&e), e, hash_of);
-    }
-
-    /// Drops edge `e`, which joins `a` and `b`.
-    fn remove(&mut self, e: u32, a: FuncId, b: FuncId) {
-        if let Ok(entry) = self.table.find_entry(self.hash(a, b), |&x| x == e) {
-            entry.remove();
-        }
-    }
 }
 
 /// The coalesced weight between two nodes; weight 0 once it died (joined into another edge or
@@ -236,6 +201,12 @@ fn undirected_edges(graph: &Graph) -> Vec<Edge> {
         same
     });
     edges
+}
+
+/// Edge `e`'s two nodes while it lives: what the pair index holds.
+fn live_ends(edges: &[Edge], e: u32) -> Option<[u32; 2]> {
+    let edge = &edges[e as usize];
+    (!edge.is_dead()).then(|| edge.ends.map(|f| f.0))
 }
 
 fn other_end(edge: &Edge, node: FuncId) -> FuncId {
@@ -359,48 +330,5 @@ impl Chains {
             (previous, f) = (f, if x != previous { x } else { y });
         }
         Some(chain)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Re-pointing edges (remove, change the ends, insert) many times over a table filled to
-    /// its load limit leaves tombstones that make it rehash, which reads each edge's current
-    /// ends; every live pair is still found, and no old one.
-    #[test]
-    fn edge_index_finds_every_live_pair_after_rehashing() {
-        // 1792 edges fill the 2048 buckets hashbrown makes for them to its 7/8 limit.
-        let mut edges: Vec<Edge> = (0..64u32)
-            .flat_map(|a| {
-                (1..=28u32).map(move |k| Edge {
-                    ends: [FuncId(a), FuncId(a + k)],
-                    weight: 1,
-                })
-            })
-            .collect();
-        assert_eq!(edges.len(), 1792);
-        let mut index = EdgeIndex::new(&edges);
-        let mut removed = Vec::new();
-        for round in 0..20 * edges.len() {
-            let e = (round * 7919) % edges.len();
-            let [a, b] = edges[e].ends;
-            index.remove(e as u32, a, b);
-            removed.push((a, b));
-            edges[e].ends = [a, FuncId(1000 + round as u32)];
-            index.insert(&edges, e as u32);
-        }
-        for (e, edge) in edges.iter().enumerate() {
-            let [a, b] = edge.ends;
-            assert_eq!(index.find(&edges, b, a), Some(e as u32), "edge {e}");
-        }
-        for (a, b) in removed {
-            let live = edges
-                .iter()
-                .any(|edge| pair_key(edge.ends[0].0, edge.ends[1].0) == pair_key(a.0, b.0));
-            assert_eq!(index.find(&edges, a, b).is_some(), live);
-        }
-        assert_eq!(index.table.len(), edges.len());
     }
 }

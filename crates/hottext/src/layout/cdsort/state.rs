@@ -6,9 +6,10 @@ use crate::graph::FuncId;
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 mod build;
-mod pairs;
+#[cfg(test)]
+mod merge_tests;
 
-use pairs::PairIndex;
+use crate::layout::pair_index::PairIndex;
 
 /// Keys refreshed together (see [`State::refresh`]).
 pub(super) const REFRESH_BATCH: usize = 16;

@@ -5,7 +5,6 @@ use super::{CdsortParams, Chain, Edge, EdgeBits, Jump, PairIndex, Place, State, 
 use crate::graph::{FuncId, Graph};
 use crate::layout::edge_lists::edge_lists;
 use crate::parallel::join;
-use crate::prefetch::DISTANCE as PREFETCH_DISTANCE;
 
 impl<'a> State<'a> {
     pub(in crate::layout::cdsort) fn new(graph: &Graph, params: &'a CdsortParams) -> State<'a> {
@@ -96,16 +95,10 @@ impl<'a> State<'a> {
     /// Fills the pair index with the live edges: at set-up, and again when a merge finds it
     /// crowded with tombstones.
     pub(in crate::layout::cdsort) fn fill_pairs(&mut self) {
-        self.pairs.clear();
-        for (e, edge) in self.edges.iter().enumerate() {
-            // Random writes: start the one a few edges ahead so that they overlap.
-            if let Some(ahead) = self.edges.get(e + PREFETCH_DISTANCE) {
-                self.pairs.prefetch(ahead.ends[0], ahead.ends[1]);
-            }
-            if !self.dead.get(e as u32) {
-                self.pairs.insert(edge.ends[0], edge.ends[1], e as u32);
-            }
-        }
+        let (edges, dead) = (&self.edges, &self.dead);
+        self.pairs.fill(edges.len(), |e| {
+            (!dead.get(e)).then(|| edges[e as usize].ends)
+        });
     }
 }
 

@@ -1,6 +1,7 @@
-//! The edge between two chains, found by the pair: a hash table of edge ids.
+//! The edge between two nodes (Pettis-Hansen's nodes, CDSort's chains), found by the pair: a
+//! hash table of edge ids.
 //!
-//! Why our own table: a merge looks up every edge of the smaller chain, and on a 1 M-function
+//! Why our own table: a merge looks up every edge of the node merged away, and on a 1 M-function
 //! graph those lookups are random reads of a table of tens of megabytes. Started a merge's worth
 //! at a time ([`PairIndex::prefetch`]) they overlap; a general map offers no way to start them.
 //! The alternative without a table, marking the larger chain's neighbours in an array, walked
@@ -12,7 +13,7 @@
 //! is rebuilt from the live edges when used slots pass [`MAX_LOAD`].
 
 use crate::layout::edge_lists::pair_key;
-use crate::prefetch::prefetch;
+use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 /// An empty slot (no edge has id part zero: ids are stored plus one).
 const EMPTY: u32 = 0;
@@ -59,11 +60,13 @@ impl PairIndex {
     }
 
     /// Starts loading the slot where the pair's probe starts.
+    #[inline]
     pub(super) fn prefetch(&self, a: u32, b: u32) {
         prefetch(&self.slots[self.hash(a, b, 0).0]);
     }
 
-    /// Adds edge `e` between chains `a` and `b`, which have no edge yet.
+    /// Adds edge `e` between nodes `a` and `b`, which have no edge yet.
+    #[inline]
     pub(super) fn insert(&mut self, a: u32, b: u32, e: u32) {
         let (start, value) = self.hash(a, b, e);
         let mask = self.slots.len() - 1;
@@ -77,7 +80,8 @@ impl PairIndex {
         self.slots[i] = value;
     }
 
-    /// Removes edge `e` between chains `a` and `b`.
+    /// Removes edge `e` between nodes `a` and `b`.
+    #[inline]
     pub(super) fn remove(&mut self, a: u32, b: u32, e: u32) {
         let (mut i, _) = self.hash(a, b, e);
         let mask = self.slots.len() - 1;
@@ -92,7 +96,8 @@ impl PairIndex {
         }
     }
 
-    /// The edge between chains `a` and `b`, if any; `ends(id)` tells an edge's two chains.
+    /// The edge between nodes `a` and `b`, if any; `ends(id)` tells an edge's two nodes.
+    #[inline]
     pub(super) fn find(&self, a: u32, b: u32, ends: impl Fn(u32) -> [u32; 2]) -> Option<u32> {
         let (mut i, wanted) = self.hash(a, b, 0);
         let tag_of = |slot: u32| slot >> self.id_bits;
@@ -119,10 +124,27 @@ impl PairIndex {
         self.used as f64 > MAX_LOAD * self.slots.len() as f64
     }
 
-    /// Empties the table, to insert the live edges again.
-    pub(super) fn clear(&mut self) {
+    /// Empties the table, then indexes every edge that `ends` gives ends (the live ones), in
+    /// id order: at set-up, and again when a merge finds it crowded with tombstones.
+    pub(super) fn fill(&mut self, edges: usize, ends: impl Fn(u32) -> Option<[u32; 2]>) {
         self.slots.fill(EMPTY);
         self.used = 0;
+        for e in 0..edges as u32 {
+            // Random writes: start the one a few edges ahead so that they overlap.
+            let ahead = e as usize + PREFETCH_DISTANCE;
+            if let Some([a, b]) = (ahead < edges).then(|| ends(ahead as u32)).flatten() {
+                self.prefetch(a, b);
+            }
+            if let Some([a, b]) = ends(e) {
+                self.insert(a, b, e);
+            }
+        }
+    }
+
+    /// Slots live or tombstoned: a merge's test sees rebuilds by it.
+    #[cfg(test)]
+    pub(super) fn used(&self) -> usize {
+        self.used
     }
 }
 
@@ -161,80 +183,44 @@ mod tests {
             .all(|(e, &[a, b])| look(&index, a, b) == Some(e as u32)));
     }
 
-    /// Merges along a random graph's edges until no pair fits, checking after every merge that
-    /// the index holds exactly the live edges under their current chains: with chains of any
-    /// length, and with short ones, where merges give up edges past the limit.
+    /// Re-pointing edges many times (remove, change the ends, insert) leaves tombstones; a
+    /// refill from the live edges then finds every live pair, and none of the old ones.
     #[test]
-    fn the_index_follows_every_merge_and_rebuild() {
-        for max_chain_functions in [1800, 8] {
-            merge_and_check_the_index(max_chain_functions);
-        }
-    }
-
-    fn merge_and_check_the_index(max_chain_functions: u32) {
-        use crate::layout::cdsort::{state::State, CdsortParams};
-        // A random tree and a few more calls: sparse, so that most merges re-point edges
-        // rather than join them, and the re-pointed edges fill the table with tombstones. Some
-        // 2 700 edges start a table of 4 096 slots two-thirds full, so it is rebuilt on the way.
-        let n = 1800;
-        let names: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
-        let funcs: Vec<(&str, u64, u64)> = names.iter().map(|f| (f.as_str(), 64, 1)).collect();
-        let mut random = crate::layout::tests::random_below(7);
-        let mut calls: Vec<(&str, &str, u64)> = (1..n)
-            .map(|i| (names[random(i)].as_str(), names[i].as_str(), 1))
+    fn a_refill_after_many_re_pointed_edges_finds_the_live_pairs_only() {
+        let mut ends: Vec<[u32; 2]> = (0..64u32)
+            .flat_map(|a| (1..=28u32).map(move |k| [a, a + k]))
             .collect();
-        for _ in 0..n / 2 {
-            calls.push((names[random(n)].as_str(), names[random(n)].as_str(), 1));
-        }
-        let graph = crate::layout::tests::graph(&funcs, &calls);
-        let params = CdsortParams {
-            max_chain_functions,
-            ..CdsortParams::default()
-        };
-        let mut state = State::new(&graph, &params);
-        let (mut merges, mut rebuilt) = (0, false);
-        while let Some(e) = (0..state.edges.len() as u32)
-            .find(|&e| !state.is_dead(e) && state.consider(e).is_some())
-        {
-            let used = state.pairs.used;
-            state.merge(e);
-            merges += 1;
-            rebuilt |= state.pairs.used < used;
-            let mut pairs = std::collections::HashSet::new();
-            for (id, edge) in state.edges.iter().enumerate() {
-                let [a, b] = edge.ends;
-                let found = state.pairs.find(a, b, |x| state.edges[x as usize].ends);
-                if state.is_dead(id as u32) {
-                    assert_ne!(
-                        found,
-                        Some(id as u32),
-                        "dead edge {id} after merge {merges}"
-                    );
-                    continue;
-                }
-                assert_eq!(found, Some(id as u32), "edge {id} after merge {merges}");
-                assert!(
-                    pairs.insert(pair_key(a, b)),
-                    "two live edges join {a} and {b}"
-                );
-                for c in [a, b] {
-                    let first = state.chains[c as usize].first;
-                    assert_eq!(
-                        state.place[first.index()].chain,
-                        c,
-                        "edge {id} ends at dead chain {c}"
-                    );
-                }
+        let mut index = PairIndex::new(ends.len());
+        index.fill(ends.len(), |e| Some(ends[e as usize]));
+        let mut old = Vec::new();
+        let mut refills = 0;
+        for round in 0..20 * ends.len() {
+            let e = (round * 7919) % ends.len();
+            let [a, b] = ends[e];
+            index.remove(a, b, e as u32);
+            old.push([a, b]);
+            ends[e] = [a, 1000 + round as u32];
+            index.insert(a, 1000 + round as u32, e as u32);
+            if index.is_crowded() {
+                index.fill(ends.len(), |e| Some(ends[e as usize]));
+                refills += 1;
             }
         }
-        if max_chain_functions as usize >= n {
-            assert_eq!(merges, n - 1, "one chain at the end");
-            assert!(
-                rebuilt,
-                "the table was never rebuilt: make the graph denser"
-            );
-        } else {
-            assert!(merges < n - 1, "the limit never stopped a merge");
+        assert!(refills > 0, "never crowded: re-point more edges");
+        let look = |index: &PairIndex, [a, b]: [u32; 2]| index.find(b, a, |id| ends[id as usize]);
+        for (e, &pair) in ends.iter().enumerate() {
+            assert_eq!(look(&index, pair), Some(e as u32), "edge {e}");
+        }
+        for pair in old {
+            let live = ends
+                .iter()
+                .any(|&[a, b]| pair_key(a, b) == pair_key(pair[0], pair[1]));
+            assert_eq!(look(&index, pair).is_some(), live);
+        }
+        // Edges `fill` is given no ends for are left out.
+        index.fill(ends.len(), |e| (e % 2 == 0).then(|| ends[e as usize]));
+        for (e, &pair) in ends.iter().enumerate() {
+            assert_eq!(look(&index, pair), (e % 2 == 0).then_some(e as u32));
         }
     }
 
