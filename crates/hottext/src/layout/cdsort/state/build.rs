@@ -69,18 +69,19 @@ impl<'a> State<'a> {
                 .map(|f| Place {
                     chain: f,
                     next_member: NO_FUNC,
-                    offset: 0,
+                    position: 0,
                 })
                 .collect(),
             chains: (0..n)
                 .map(|f| Chain {
                     size: size[f],
                     hotness: hotness[f],
+                    start: 0,
                     first: FuncId::from_index(f),
-                    last: FuncId::from_index(f),
                     changed: 0,
                 })
                 .collect(),
+            last: (0..n).map(FuncId::from_index).collect(),
             functions: vec![1; n],
             adj,
             moving: Vec::new(),
