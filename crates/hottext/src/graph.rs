@@ -27,16 +27,18 @@
 pub mod drift;
 mod escape;
 pub mod merge;
+mod names;
 mod read;
 #[cfg(test)]
 mod tests;
 
 use std::cmp::Reverse;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::io::{self, BufRead, Write};
 
 use foldhash::HashMap;
+
+use names::NameIndex;
 
 pub use escape::declared_format;
 pub(crate) use escape::{escaped, unescaped};
@@ -313,39 +315,6 @@ impl Graph {
             }
         }
         out.flush()
-    }
-}
-
-/// Finds functions by name without storing each name a second time: the table holds ids and
-/// compares against `funcs[id].name`. On a 1 M-function profile a second copy of every name
-/// cost more in allocations and cache misses than the look-ups themselves.
-#[derive(Default)]
-struct NameIndex {
-    table: hashbrown::HashTable<FuncId>,
-    /// Each indexed function's hash, by id: growing the table rehashes from these rather than
-    /// from the names, a cache miss or two each (a third of a second on 1 M functions).
-    hashes: Vec<u64>,
-    hasher: foldhash::fast::FixedState,
-}
-
-impl NameIndex {
-    fn get(&self, funcs: &[Func], name: &str) -> Option<FuncId> {
-        let hash = self.hasher.hash_one(name);
-        self.table
-            .find(hash, |&id| funcs[id.index()].name == name)
-            .copied()
-    }
-
-    /// Indexes `funcs[id]`, whose name must not be indexed yet.
-    fn insert(&mut self, funcs: &[Func], id: FuncId) {
-        let hash = self.hasher.hash_one(&funcs[id.index()].name);
-        if self.hashes.len() <= id.index() {
-            self.hashes.resize(id.index() + 1, 0);
-        }
-        self.hashes[id.index()] = hash;
-        let hashes = &self.hashes;
-        self.table
-            .insert_unique(hash, id, |other| hashes[other.index()]);
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead};
 use std::sync::mpsc;
 
-use super::calls::{CallLines, Names};
+use super::calls::{CallLines, CalleePrefetch, Names, SLOT_AHEAD};
 use super::{kind, record, text, Reader, Record};
 use crate::graph::GraphError;
 
@@ -221,7 +221,10 @@ fn parse(names: Names<'_>, version: u32, chunk: &Chunk) -> Parsed {
         headers: Vec::new(),
         end: End::Read,
     };
+    let mut prefetch = CalleePrefetch::new();
+    let mut ahead = chunk.lines().skip(SLOT_AHEAD);
     for (i, raw) in chunk.lines().enumerate() {
+        prefetch.step(names, i, ahead.next());
         let Ok(text) = text(raw) else {
             parsed.end = End::HandBack;
             break;
