@@ -8,8 +8,10 @@ use super::{Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
 
 mod calls;
 mod chunks;
+mod fn_lines;
 
 use calls::{CallLines, Names};
+use fn_lines::FnLines;
 
 pub(super) fn read(input: impl BufRead) -> Result<Graph, GraphError> {
     Reader::default().read(input, chunks::CHUNK_BYTES)
@@ -53,11 +55,19 @@ impl Reader {
         let mut raw = Vec::new();
         let mut lineno = 0;
         let mut chunked = false;
+        let mut fn_lines = FnLines::default();
         while {
             raw.clear();
             input.read_until(b'\n', &mut raw)? > 0
         } {
             lineno += 1;
+            if lineno > 1 && kind(&raw) == b"fn" {
+                if fn_lines.push(&raw, lineno) {
+                    self.read_fn_lines(&mut fn_lines)?;
+                }
+                continue;
+            }
+            self.read_fn_lines(&mut fn_lines)?;
             if !chunked
                 && lineno > 1
                 && self.graph.funcs.len() >= self.chunked_from
@@ -77,6 +87,7 @@ impl Reader {
             }
             self.raw_line(&raw, lineno)?;
         }
+        self.read_fn_lines(&mut fn_lines)?;
         if lineno == 0 {
             return Err(GraphError::NotAProfile);
         }
@@ -209,6 +220,14 @@ fn kind(raw: &[u8]) -> &[u8] {
         .position(|b| b.is_ascii_whitespace())
         .unwrap_or(rest.len());
     &rest[..end]
+}
+
+/// Field `n` of a raw line (its kind is field 0), as the file spells it: for starting a
+/// look-up early, before the line is read for real.
+fn raw_field(raw: &[u8], n: usize) -> Option<&[u8]> {
+    raw.split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty())
+        .nth(n)
 }
 
 type Fields<'t> = std::str::SplitAsciiWhitespace<'t>;
