@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Large buffers on huge pages: ordering a large profile reads them at random
+/// (`hottext::os::huge_heap`).
+#[global_allocator]
+static ALLOCATOR: hottext::os::huge_heap::HugeHeap = hottext::os::huge_heap::HugeHeap;
+
 /// Find the hot code of a binary, lay it out contiguously at link time, map it onto 2 MiB pages
 ///
 /// The pipeline, one verb a stage:

@@ -1,8 +1,10 @@
 //! What hottext asks of the operating system, in one place: CPU sets and pinning, processes as
-//! `/proc` shows them, shell words, and files replaced atomically.
+//! `/proc` shows them, shell words, files replaced atomically, and huge pages for our own large
+//! buffers.
 
 pub mod cpus;
 pub mod files;
 pub mod group;
+pub mod huge_heap;
 pub mod proc;
 pub mod shell;
