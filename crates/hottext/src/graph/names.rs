@@ -6,8 +6,9 @@
 //! chain of cache misses (the slot, the function, its name's bytes). A reader that knows the
 //! names of the lines ahead starts those reads early, one level at a time
 //! ([`NameIndex::prefetch_slot`], [`NameIndex::prefetch_func`]), which a general map cannot
-//! offer. (Starting the name's read too, a third level, measured no faster.) A slot holds the id and the hash's top 32 bits, so that a probe reads a function only
-//! when those match, and the table grows without hashing any name again.
+//! offer. (Starting the name's read too, a third level, measured no faster.) A slot holds the
+//! id and the hash's top 32 bits, so that a probe reads a function only when those match, and
+//! the table grows without hashing any name again.
 
 use std::hash::BuildHasher;
 
@@ -56,7 +57,7 @@ impl NameIndex {
                 return None;
             }
             i = (i + 1) & mask;
-            if slot & !0xFFFF_FFFF == tag {
+            if Self::tag(slot) == tag {
                 return Some(FuncId((slot as u32) - 1));
             }
         })

@@ -222,12 +222,11 @@ fn kind(raw: &[u8]) -> &[u8] {
     &rest[..end]
 }
 
-/// Field `n` of a raw line (its kind is field 0), as the file spells it: for starting a
-/// look-up early, before the line is read for real.
-fn raw_field(raw: &[u8], n: usize) -> Option<&[u8]> {
+/// The fields of a raw line (its kind first), as the file spells them: for starting a look-up
+/// early, before the line is read for real.
+fn raw_fields(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
     raw.split(|b| b.is_ascii_whitespace())
         .filter(|f| !f.is_empty())
-        .nth(n)
 }
 
 type Fields<'t> = std::str::SplitAsciiWhitespace<'t>;

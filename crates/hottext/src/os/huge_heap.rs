@@ -5,7 +5,8 @@
 //! (edges, jumps, chains, pair tables). On 4 KiB pages nearly every such read also misses the
 //! data TLB, and in a VM each of those misses walks two sets of page tables. Asking for huge
 //! pages on those buffers (`MADV_HUGEPAGE`, which works in the kernel's default `madvise` mode)
-//! took 13 % off `order --algorithm cdsort` there (bench/RESULTS.md), for about 2 % more memory.
+//! took 15 % off `order --algorithm cdsort` on the 1 M-function benchmark, for 2 % more memory
+//! in `--algorithm auto` (bench/RESULTS.md).
 //!
 //! [`HugeHeap`] is the system allocator, except that allocations of at least [`MIN_BYTES`] are
 //! mappings of their own, aligned to 2 MiB and advised before their first touch; the `hottext`

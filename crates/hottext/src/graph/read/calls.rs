@@ -1,7 +1,7 @@
 //! `call` and `site` lines. They only look names up among the functions declared before them,
 //! so a stretch of them can be read on its own, on another thread ([`super::chunks`]).
 
-use super::{count, field, kind, no_more, number, raw_field, unescape, Fields};
+use super::{count, field, no_more, number, raw_fields, unescape, Fields};
 use crate::graph::{Call, CallSite, Func, FuncId, NameIndex};
 
 /// The functions declared so far, which call lines name.
@@ -49,7 +49,8 @@ impl CalleePrefetch {
 /// The callee of a raw `call` line, as the file spells it (an escaped name then hashes
 /// differently, and its look-up is merely not started early).
 fn callee(raw: &[u8]) -> Option<&[u8]> {
-    (kind(raw) == b"call").then(|| raw_field(raw, 2)).flatten()
+    let mut fields = raw_fields(raw);
+    (fields.next()? == b"call").then(|| fields.nth(1)).flatten()
 }
 
 impl Names<'_> {

@@ -2,7 +2,7 @@
 //! profile the name index's slot that says so is rarely in cache: a batch starts all its
 //! slots' reads before checking any, so that they overlap instead of waiting one after another.
 
-use super::{raw_field, Reader};
+use super::{raw_fields, Reader};
 use crate::graph::GraphError;
 
 /// Lines per batch: enough reads in flight, few enough that the batch stays in cache.
@@ -46,7 +46,7 @@ impl Reader {
     /// Reads the batch's lines in order (the first error ends it, with its line number), and
     /// empties it.
     pub(super) fn read_fn_lines(&mut self, batch: &mut FnLines) -> Result<(), GraphError> {
-        for name in batch.lines().filter_map(|raw| raw_field(raw, 1)) {
+        for name in batch.lines().filter_map(|raw| raw_fields(raw).nth(1)) {
             self.ids.prefetch_slot(self.ids.hash(name));
         }
         for (i, raw) in batch.lines().enumerate() {
