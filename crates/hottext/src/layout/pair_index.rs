@@ -99,6 +99,22 @@ impl PairIndex {
     /// The edge between nodes `a` and `b`, if any; `ends(id)` tells an edge's two nodes.
     #[inline]
     pub(super) fn find(&self, a: u32, b: u32, ends: impl Fn(u32) -> [u32; 2]) -> Option<u32> {
+        self.probe(a, b, |id| {
+            let [x, y] = ends(id);
+            pair_key(x, y) == pair_key(a, b)
+        })
+    }
+
+    /// The first edge on the pair's probe whose tag matches, unconfirmed: the edge whose ends
+    /// [`PairIndex::find`] most likely reads, which a caller can start loading beforehand.
+    #[inline]
+    pub(super) fn candidate(&self, a: u32, b: u32) -> Option<u32> {
+        self.probe(a, b, |_| true)
+    }
+
+    /// Walks the pair's probe to the first edge whose tag matches and that `is_pair` accepts.
+    #[inline]
+    fn probe(&self, a: u32, b: u32, is_pair: impl Fn(u32) -> bool) -> Option<u32> {
         let (mut i, wanted) = self.hash(a, b, 0);
         let tag_of = |slot: u32| slot >> self.id_bits;
         let mask = self.slots.len() - 1;
@@ -109,8 +125,7 @@ impl PairIndex {
             }
             if slot != TOMB && tag_of(slot) == tag_of(wanted) {
                 let id = self.id_part(slot) - 1;
-                let [x, y] = ends(id);
-                if pair_key(x, y) == pair_key(a, b) {
+                if is_pair(id) {
                     return Some(id);
                 }
             }
@@ -160,10 +175,17 @@ mod tests {
             index.insert(a, b, e as u32);
         }
         let look = |index: &PairIndex, a, b| index.find(a, b, |id| ends[id as usize]);
+        let mut confirmed = 0;
         for (e, &[a, b]) in ends.iter().enumerate() {
             assert_eq!(look(&index, b, a), Some(e as u32));
             assert_eq!(look(&index, a, b + 1), None);
+            // The candidate is the first tag match on the probe: there is one, and it is the
+            // edge itself unless another pair's tag matched earlier on the same probe.
+            let candidate = index.candidate(b, a);
+            assert!(candidate.is_some(), "edge {e}");
+            confirmed += usize::from(candidate == Some(e as u32));
         }
+        assert!(confirmed >= ends.len() * 99 / 100, "{confirmed}");
         for (e, &[a, b]) in ends.iter().enumerate().step_by(2) {
             index.remove(a, b, e as u32);
         }

@@ -93,9 +93,10 @@ pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
     while let Some(key) = queue.pop() {
         let (gain, e) = unpack(key);
         if let Some(top) = queue.peek() {
-            // The next key's edge is a random read of a large array: start it now, so that
-            // it overlaps this key's work.
-            state.prefetch_edge(unpack(top).1);
+            // The next key's flag and edge are random reads of large arrays: start them now,
+            // so that they overlap this key's work (waiting for the flag first cost more than
+            // the edges loaded in vain for dead keys).
+            state.prefetch_key(unpack(top).1);
         }
         if state.is_dead(e) {
             continue; // joined into another edge, merged along or given up since it was queued
@@ -108,7 +109,7 @@ pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
             while batch.len() < REFRESH_BATCH {
                 match queue.pop() {
                     Some(k) => {
-                        state.prefetch_edge(unpack(k).1);
+                        state.prefetch_dead(unpack(k).1);
                         batch.push(k);
                     }
                     None => break,

@@ -130,14 +130,16 @@ impl<'a> State<'a> {
         self.dead.get(e)
     }
 
-    /// Starts loading edge `e` and its first jump, to be read soon, unless the edge is dead:
-    /// then only its flag is read (a fifth of the keys refreshed on the 1 M-function benchmark
-    /// graph, whose two random reads each went to waste).
-    pub(super) fn prefetch_edge(&self, e: u32) {
-        if !self.is_dead(e) {
-            prefetch(&self.edges[e as usize]);
-            prefetch(&self.jumps[e as usize]);
-        }
+    /// Starts loading edge `e`'s flag, its edge and first jump, to be read soon.
+    pub(super) fn prefetch_key(&self, e: u32) {
+        self.prefetch_dead(e);
+        prefetch(&self.edges[e as usize]);
+        prefetch(&self.jumps[e as usize]);
+    }
+
+    /// Starts loading edge `e`'s flag.
+    pub(super) fn prefetch_dead(&self, e: u32) {
+        prefetch(&self.dead.0[e as usize / 64]);
     }
 
     /// Whether a chain of edge `e` changed since its gain was computed.
@@ -163,6 +165,12 @@ impl<'a> State<'a> {
             if self.dead.get(e) {
                 return false;
             }
+            prefetch(&self.edges[e as usize]);
+            prefetch(&self.jumps[e as usize]);
+            true
+        });
+        for k in keys.iter() {
+            let e = unpack(*k).1;
             let ends = self.edges[e as usize].ends;
             prefetch(&self.functions[ends[0] as usize]);
             prefetch(&self.functions[ends[1] as usize]);
@@ -171,8 +179,7 @@ impl<'a> State<'a> {
             let jump = &self.jumps[e as usize];
             prefetch(&self.place[jump.caller.index()]);
             prefetch(&self.place[jump.callee.index()]);
-            true
-        });
+        }
         keys.retain_mut(|k| {
             let e = unpack(*k).1;
             if !self.is_stale(e) {
@@ -190,8 +197,15 @@ impl<'a> State<'a> {
 
     /// Merges the two chains of edge `e` in the order last found best.
     pub(super) fn merge(&mut self, e: u32) {
-        let edge = &self.edges[e as usize];
-        let [a, b] = edge.ends;
+        let [a, b] = self.edges[e as usize].ends;
+        // The first reads of a merge depend on nothing but the two chains, yet the branches
+        // between them would issue them one after another: start them together.
+        prefetch(&self.first_end_leads.0[e as usize / 64]);
+        for c in [a, b] {
+            prefetch(&self.adj[c as usize]);
+            prefetch(&self.last[c as usize]);
+            prefetch(&self.place[self.chains[c as usize].first.index()]);
+        }
         let (first, second) = if self.first_end_leads.get(e) {
             (a, b)
         } else {
@@ -204,6 +218,11 @@ impl<'a> State<'a> {
         } else {
             (b, a)
         };
+        // The edges the walk below reads first, which its look-ahead does not cover.
+        for &x in self.adj[from as usize].iter().take(PREFETCH_DISTANCE) {
+            prefetch(&self.edges[x as usize]);
+            prefetch(&self.dead.0[x as usize / 64]);
+        }
         let (lead, tail) = (self.chains[first as usize], self.chains[second as usize]);
         self.merges += 1;
         // The merged chain keeps `into`'s coordinates: `from`'s functions move to them.
@@ -251,6 +270,7 @@ impl<'a> State<'a> {
         for (i, &x) in from_edges.iter().enumerate() {
             if let Some(&ahead) = from_edges.get(i + PREFETCH_DISTANCE) {
                 prefetch(&self.edges[ahead as usize]);
+                prefetch(&self.dead.0[ahead as usize / 64]);
             }
             if self.dead.get(x) {
                 continue;
@@ -262,6 +282,12 @@ impl<'a> State<'a> {
             self.pairs.prefetch(into, neighbour);
             prefetch(&self.functions[neighbour as usize]);
             moving.push((x, neighbour));
+        }
+        // The edge each moved edge may join: its ends are read to confirm the pair.
+        for &(_, neighbour) in &moving {
+            if let Some(onto) = self.pairs.candidate(into, neighbour) {
+                prefetch(&self.edges[onto as usize]);
+            }
         }
         let mut edges = std::mem::take(&mut self.adj[into as usize]);
         for &(x, neighbour) in &moving {
