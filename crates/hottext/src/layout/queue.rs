@@ -4,29 +4,33 @@
 //! pop them again. A heap of millions of keys costs a cache miss or two per level on every pop
 //! (popping 5 M keys from `std`'s binary heap took 6 to 8 s on our CI machine). So keys live in
 //! sorted runs, each taken from its end, which costs nothing per pop: the initial keys are one
-//! run, and pushed keys gather in a small 8-ary heap that stays in cache until it fills and is
-//! sorted into a run of its own. A pop compares the ends of the runs (few: two runs merge when
-//! there are too many) and the top of the heap.
+//! run (or a few), and pushed keys gather in a small 8-ary heap that stays in cache until it
+//! fills and is sorted into a run of its own. A binary heap of the runs' last keys (a few
+//! kilobytes, each entry the key and its run) tells which run holds the largest; a pop compares
+//! its top with the top of the pushed keys.
+//!
+//! Runs are never merged: an earlier version merged the two shortest whenever more than twelve
+//! were left, and on the 1 M-function benchmark those merges (copies of millions of keys into
+//! fresh memory) were half the queue's time. A run emptied by pops lends its buffer to the next
+//! run cut.
 
 pub(super) struct MaxQueue<K> {
-    /// Each ascending, the largest at the end; none empty.
+    /// Each ascending, the largest at the end; the emptied ones are in `spare`.
     runs: Vec<Vec<K>>,
+    /// Each non-empty run's last key and index, a binary max-heap.
+    by_last: Vec<(K, u32)>,
+    /// Indices of emptied runs, whose buffers the next cuts reuse.
+    spare: Vec<u32>,
     /// An 8-ary max-heap of the keys pushed since the last run was cut: the children of `i`
     /// are `8i + 1 ..= 8i + 8`.
     heap: Vec<K>,
 }
 
 const ARITY: usize = 8;
-/// Keys the heap holds before it becomes a run: 256 KiB of `u64` keys, within a core's L2.
+/// Keys the heap holds before it becomes a run: 256 KiB of `u64` keys, within a core's L2. On
+/// the 1 M-function benchmark 4 K keys (more runs, so deeper pops of `by_last`) cost the queue
+/// a third more time, 16 K a tenth more, 64 K the same.
 const HEAP_LIMIT: usize = 1 << 15;
-/// Runs kept before the two shortest merge: a pop compares this many ends at most.
-const MAX_RUNS: usize = 12;
-
-/// Where the largest key is.
-enum Top {
-    Heap,
-    Run(usize),
-}
 
 impl<K: Ord + Copy> MaxQueue<K> {
     pub(super) fn new(mut keys: Vec<K>) -> MaxQueue<K> {
@@ -34,63 +38,35 @@ impl<K: Ord + Copy> MaxQueue<K> {
         MaxQueue::from_runs(vec![keys])
     }
 
-    /// A queue of keys already in ascending runs (at most `MAX_RUNS`).
-    pub(super) fn from_runs(mut runs: Vec<Vec<K>>) -> MaxQueue<K> {
-        debug_assert!(runs.len() <= MAX_RUNS && runs.iter().all(|r| r.is_sorted()));
-        runs.retain(|r| !r.is_empty());
-        MaxQueue {
-            runs,
-            heap: Vec::new(),
+    /// A queue of keys already in ascending runs.
+    pub(super) fn from_runs(runs: Vec<Vec<K>>) -> MaxQueue<K> {
+        debug_assert!(runs.iter().all(|r| r.is_sorted()));
+        let mut queue = MaxQueue {
+            runs: Vec::with_capacity(runs.len()),
+            by_last: Vec::new(),
+            spare: Vec::new(),
+            heap: Vec::with_capacity(HEAP_LIMIT),
+        };
+        for run in runs.into_iter().filter(|r| !r.is_empty()) {
+            queue.runs.push(run);
+            queue.add_run(queue.runs.len() as u32 - 1);
         }
+        queue
     }
 
     pub(super) fn pop(&mut self) -> Option<K> {
-        match self.top()? {
-            Top::Heap => self.pop_heap(),
-            Top::Run(r) => {
-                let key = self.runs[r].pop();
-                if self.runs[r].is_empty() {
-                    self.runs.swap_remove(r);
-                }
-                key
-            }
+        match (self.heap.first(), self.by_last.first()) {
+            (Some(&h), Some(&(r, _))) if h > r => self.pop_heap(),
+            (_, Some(_)) => self.pop_run(),
+            (Some(_), None) => self.pop_heap(),
+            (None, None) => None,
         }
     }
 
     /// The key [`MaxQueue::pop`] would return.
     pub(super) fn peek(&self) -> Option<K> {
-        match self.top()? {
-            Top::Heap => self.heap.first().copied(),
-            Top::Run(r) => self.runs[r].last().copied(),
-        }
-    }
-
-    fn top(&self) -> Option<Top> {
-        let mut best: Option<(K, Top)> = self.heap.first().map(|&k| (k, Top::Heap));
-        for (r, run) in self.runs.iter().enumerate() {
-            if let Some(&k) = run.last() {
-                if best.as_ref().is_none_or(|(b, _)| k > *b) {
-                    best = Some((k, Top::Run(r)));
-                }
-            }
-        }
-        best.map(|(_, top)| top)
-    }
-
-    /// Sorts the heap into a run, merging the two shortest runs when there are too many.
-    fn cut_run(&mut self) {
-        let mut run = std::mem::take(&mut self.heap);
-        run.sort_unstable();
-        self.runs.push(run);
-        if self.runs.len() > MAX_RUNS {
-            self.runs
-                .sort_unstable_by_key(|r| std::cmp::Reverse(r.len()));
-            let (a, b) = (
-                self.runs.pop().unwrap_or_default(),
-                self.runs.pop().unwrap_or_default(),
-            );
-            self.runs.push(merge(a, b));
-        }
+        let run_top = self.by_last.first().map(|&(key, _)| key);
+        self.heap.first().copied().max(run_top)
     }
 
     pub(super) fn push(&mut self, key: K) {
@@ -108,6 +84,75 @@ impl<K: Ord + Copy> MaxQueue<K> {
         if self.heap.len() >= HEAP_LIMIT {
             self.cut_run();
         }
+    }
+
+    /// Sorts the heap into a run, in the slot of an emptied run if there is one, whose buffer
+    /// then holds the next pushed keys.
+    fn cut_run(&mut self) {
+        let (r, buffer) = match self.spare.pop() {
+            Some(r) => (r, std::mem::take(&mut self.runs[r as usize])),
+            None => {
+                self.runs.push(Vec::new());
+                (self.runs.len() as u32 - 1, Vec::with_capacity(HEAP_LIMIT))
+            }
+        };
+        let mut run = std::mem::replace(&mut self.heap, buffer);
+        run.sort_unstable();
+        self.runs[r as usize] = run;
+        self.add_run(r);
+    }
+
+    /// Puts run `r`, not empty, into `by_last`.
+    fn add_run(&mut self, r: u32) {
+        let entry = (self.runs[r as usize][self.runs[r as usize].len() - 1], r);
+        let mut i = self.by_last.len();
+        self.by_last.push(entry);
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.by_last[parent] >= entry {
+                break;
+            }
+            self.by_last[i] = self.by_last[parent];
+            i = parent;
+        }
+        self.by_last[i] = entry;
+    }
+
+    /// Pops the last key of the run whose last key is largest.
+    fn pop_run(&mut self) -> Option<K> {
+        let (key, r) = *self.by_last.first()?;
+        let run = &mut self.runs[r as usize];
+        run.pop();
+        let root = match run.last() {
+            Some(&next) => (next, r),
+            None => {
+                self.spare.push(r);
+                let last = self.by_last.pop()?;
+                if self.by_last.is_empty() {
+                    return Some(key);
+                }
+                last
+            }
+        };
+        // Move the root's hole down to where `root` fits.
+        let mut i = 0;
+        loop {
+            let left = 2 * i + 1;
+            let Some(&left_entry) = self.by_last.get(left) else {
+                break;
+            };
+            let (child, entry) = match self.by_last.get(left + 1) {
+                Some(&right_entry) if right_entry > left_entry => (left + 1, right_entry),
+                _ => (left, left_entry),
+            };
+            if entry <= root {
+                break;
+            }
+            self.by_last[i] = entry;
+            i = child;
+        }
+        self.by_last[i] = root;
+        Some(key)
     }
 
     fn pop_heap(&mut self) -> Option<K> {
@@ -132,24 +177,6 @@ impl<K: Ord + Copy> MaxQueue<K> {
         self.heap[i] = last;
         Some(top)
     }
-}
-
-/// Two ascending runs as one.
-fn merge<K: Ord + Copy>(a: Vec<K>, b: Vec<K>) -> Vec<K> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] <= b[j] {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
 }
 
 impl<K: Ord + Copy> Extend<K> for MaxQueue<K> {
@@ -186,8 +213,9 @@ mod tests {
     }
 
     #[test]
-    fn matches_a_binary_heap_across_runs_and_merges() {
-        // Enough pushes to cut more runs than are kept, so that runs merge, with pops between.
+    fn matches_a_binary_heap_across_many_runs_and_reuses_emptied_ones() {
+        // Enough pushes to cut fifteen runs, with pops between; then every key popped, and as
+        // many pushed again, which cuts as many runs into the emptied runs' buffers.
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut random = move || {
             x ^= x << 13;
@@ -196,9 +224,12 @@ mod tests {
             x % 1_000_000
         };
         let initial: Vec<u64> = (0..10_000).map(|_| random()).collect();
-        let mut q = MaxQueue::new(initial.clone());
+        let mut sorted = initial.clone();
+        sorted.sort_unstable();
+        let mut q = MaxQueue::from_runs(vec![Vec::new(), sorted]);
         let mut reference: std::collections::BinaryHeap<u64> = initial.into_iter().collect();
-        for round in 0..(super::HEAP_LIMIT * (super::MAX_RUNS + 3)) {
+        let rounds = super::HEAP_LIMIT * 15;
+        for round in 0..rounds {
             let key = random();
             q.push(key);
             reference.push(key);
@@ -207,10 +238,20 @@ mod tests {
                 assert_eq!(q.pop(), reference.pop());
             }
         }
-        assert!(q.runs.len() <= super::MAX_RUNS);
+        assert!(q.runs.len() >= 10, "{} runs: push more", q.runs.len());
+        let runs = q.runs.len();
         while let Some(want) = reference.pop() {
             assert_eq!(q.pop(), Some(want));
         }
-        assert_eq!(q.pop(), None);
+        assert_eq!((q.pop(), q.peek()), (None, None));
+        for _ in 0..rounds / 2 {
+            let key = random();
+            q.push(key);
+            reference.push(key);
+        }
+        assert_eq!(q.runs.len(), runs, "emptied runs were not reused");
+        while let Some(want) = reference.pop() {
+            assert_eq!(q.pop(), Some(want));
+        }
     }
 }
