@@ -206,11 +206,13 @@ impl<'a> State<'a> {
             prefetch(&self.last[c as usize]);
             prefetch(&self.place[self.chains[c as usize].first.index()]);
         }
+        self.pairs.prefetch(a, b);
         let (first, second) = if self.first_end_leads.get(e) {
             (a, b)
         } else {
             (b, a)
         };
+        prefetch(&self.place[self.last[first as usize].index()]);
         // The chain with more edges survives (counting dead ones, a cheap estimate): the
         // other's edges are the ones re-pointed.
         let (into, from) = if self.adj[a as usize].len() >= self.adj[b as usize].len() {
