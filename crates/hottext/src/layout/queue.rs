@@ -11,8 +11,8 @@
 //!
 //! Runs are never merged: an earlier version merged the two shortest whenever more than twelve
 //! were left, and on the 1 M-function benchmark those merges (copies of millions of keys into
-//! fresh memory) were half the queue's time. A run emptied by pops lends its buffer to the next
-//! run cut.
+//! fresh memory) were a third of the pushes' time. A run emptied by pops lends its buffer to
+//! the next run cut.
 
 pub(super) struct MaxQueue<K> {
     /// Each ascending, the largest at the end; the emptied ones are in `spare`.
@@ -27,9 +27,10 @@ pub(super) struct MaxQueue<K> {
 }
 
 const ARITY: usize = 8;
-/// Keys the heap holds before it becomes a run: 256 KiB of `u64` keys, within a core's L2. On
-/// the 1 M-function benchmark 4 K keys (more runs, so deeper pops of `by_last`) cost the queue
-/// a third more time, 16 K a tenth more, 64 K the same.
+/// Keys the heap holds before it becomes a run: 256 KiB of `u64` keys, half a core's L2. On the
+/// 1 M-function benchmark (timers, three runs each) 4 K keys cost the queue 30 % more time and
+/// 16 K 7 % more (more runs: deeper pops of `by_last`); 64 K cost it 5 % less but slowed
+/// cdsort's merges by more, the heap then filling the L2.
 const HEAP_LIMIT: usize = 1 << 15;
 
 impl<K: Ord + Copy> MaxQueue<K> {
@@ -56,7 +57,7 @@ impl<K: Ord + Copy> MaxQueue<K> {
 
     pub(super) fn pop(&mut self) -> Option<K> {
         match (self.heap.first(), self.by_last.first()) {
-            (Some(&h), Some(&(r, _))) if h > r => self.pop_heap(),
+            (Some(&pushed), Some(&(run_top, _))) if pushed > run_top => self.pop_heap(),
             (_, Some(_)) => self.pop_run(),
             (Some(_), None) => self.pop_heap(),
             (None, None) => None,
