@@ -192,14 +192,10 @@ mod tests {
         let ptr = unsafe { HugeHeap.alloc_zeroed(layout) };
         assert!(!ptr.is_null());
         assert_eq!(ptr as usize % HUGE_PAGE, 0);
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let flags = mapping_flags(&smaps, ptr as usize + (32 << 20));
+        let flags = mapping_flags(ptr as usize + (32 << 20));
         // SAFETY: as allocated.
         unsafe { HugeHeap.dealloc(ptr, layout) };
-        assert!(
-            flags.split_whitespace().any(|f| f == "hg"),
-            "flags: {flags}"
-        );
+        assert!(flags.iter().any(|f| f == "hg"), "flags: {flags:?}");
 
         // Grown from small to large and on, the contents stay and the mapping stays advised.
         let small = Layout::from_size_align(100, 8).unwrap();
@@ -215,38 +211,21 @@ mod tests {
             let p = HugeHeap.realloc(p, large, 48 << 20);
             assert_eq!((*p.add(99), *p.add((4 << 20) - 1)), (7, 9));
             assert_eq!(*p.add((48 << 20) - 1), 0, "the new part reads as zeros");
-            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let flags = mapping_flags(&smaps, p as usize + (40 << 20));
-            assert!(
-                flags.split_whitespace().any(|f| f == "hg"),
-                "flags: {flags}"
-            );
+            let flags = mapping_flags(p as usize + (40 << 20));
+            assert!(flags.iter().any(|f| f == "hg"), "flags: {flags:?}");
             let p = HugeHeap.realloc(p, Layout::from_size_align(48 << 20, 8).unwrap(), 200);
             assert_eq!(*p.add(99), 7, "shrinking keeps the contents");
             HugeHeap.dealloc(p, Layout::from_size_align(200, 8).unwrap());
         }
     }
 
-    /// The `VmFlags` line of the mapping that holds `address`.
-    fn mapping_flags(smaps: &str, address: usize) -> String {
-        let mut inside = false;
-        for line in smaps.lines() {
-            if let Some((range, _)) = line.split_once(' ') {
-                if let Some((lo, hi)) = range.split_once('-') {
-                    if let (Ok(lo), Ok(hi)) =
-                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                    {
-                        inside = (lo..hi).contains(&address);
-                        continue;
-                    }
-                }
-            }
-            if inside {
-                if let Some(flags) = line.strip_prefix("VmFlags:") {
-                    return flags.to_string();
-                }
-            }
-        }
-        panic!("no mapping holds {address:#x}")
+    /// The flags of the mapping of this process that holds `address`.
+    fn mapping_flags(address: usize) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        crate::os::proc::parse_smaps(&smaps)
+            .into_iter()
+            .find(|m| (m.start..m.end).contains(&(address as u64)))
+            .unwrap_or_else(|| panic!("no mapping holds {address:#x}"))
+            .flags
     }
 }

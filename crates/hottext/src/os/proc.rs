@@ -1,6 +1,9 @@
-//! Processes as `/proc` shows them: one reader of `/proc/PID/stat`, process trees, CPU time.
+//! Processes as `/proc` shows them: one reader of `/proc/PID/stat`, process trees, CPU time, and
+//! the mappings `/proc/PID/smaps` lists.
 
 use std::path::Path;
+
+use crate::binary::HUGE_PAGE;
 
 /// A process id, as the kernel's `pid_t`.
 pub type Pid = libc::pid_t;
@@ -93,9 +96,97 @@ pub fn clock_ticks_per_second() -> f64 {
     }
 }
 
+/// One mapping of `/proc/PID/smaps`, the fields hottext uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    /// Its name in /proc/PID/maps (a path, `[heap]` and the like, or empty).
+    pub name: String,
+    pub anonymous: bool,
+    pub hugetlb: bool,
+    /// Bytes mapped by 2 MiB entries: AnonHugePages + FilePmdMapped + ShmemPmdMapped.
+    pub huge_bytes: u64,
+    /// The `VmFlags` line's two-letter flags (`hg`: advised `MADV_HUGEPAGE`).
+    pub flags: Vec<String>,
+}
+
+/// The mappings of a `/proc/PID/smaps` text, in its order.
+pub fn parse_smaps(text: &str) -> Vec<Vma> {
+    let mut vmas: Vec<Vma> = Vec::new();
+    for line in text.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(first) = fields.next() else { continue };
+        if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+            let (Ok(start), Ok(end)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16))
+            else {
+                continue;
+            };
+            let name = fields.nth(4).unwrap_or("").to_string();
+            let anonymous = name.is_empty() || name.starts_with('[');
+            vmas.push(Vma {
+                start,
+                end,
+                name,
+                anonymous,
+                hugetlb: false,
+                huge_bytes: 0,
+                flags: Vec::new(),
+            });
+            continue;
+        }
+        let Some(vma) = vmas.last_mut() else { continue };
+        let kb = || {
+            fields
+                .clone()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        match first {
+            "AnonHugePages:" | "FilePmdMapped:" | "ShmemPmdMapped:" => vma.huge_bytes += kb(),
+            "KernelPageSize:" if kb() == HUGE_PAGE => vma.hugetlb = true,
+            "Private_Hugetlb:" | "Shared_Hugetlb:" if kb() > 0 => vma.hugetlb = true,
+            "VmFlags:" => vma.flags = fields.map(str::to_string).collect(),
+            _ => {}
+        }
+    }
+    vmas
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smaps_mappings_and_huge_bytes() {
+        let text = "\
+55d0a0000000-55d0a0400000 r-xp 00000000 fe:01 123 /usr/bin/demo
+Size:               4096 kB
+AnonHugePages:         0 kB
+FilePmdMapped:      2048 kB
+7f0000000000-7f0000200000 r-xp 00000000 00:00 0 
+AnonHugePages:      2048 kB
+KernelPageSize:        4 kB
+7f1000000000-7f1000200000 r-xp 00000000 00:10 9 /dev/hugepages/x
+KernelPageSize:     2048 kB
+VmFlags: rd ex mr mw me hg
+";
+        let v = parse_smaps(text);
+        assert_eq!(v.len(), 3);
+        assert_eq!(
+            (v[0].name.as_str(), v[0].anonymous, v[0].huge_bytes),
+            ("/usr/bin/demo", false, 2 << 20)
+        );
+        assert_eq!(
+            (v[1].anonymous, v[1].huge_bytes, v[1].hugetlb),
+            (true, 2 << 20, false)
+        );
+        assert!(v[2].hugetlb);
+        assert_eq!(v[2].flags, ["rd", "ex", "mr", "mw", "me", "hg"]);
+        assert!(v[0].flags.is_empty());
+    }
 
     #[test]
     fn stat_line_with_a_strange_name() {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::binary::{Binary, BinaryError, LoadBias, RuntimeAddr, HOT_END, HOT_START, HUGE_PAGE};
-use crate::os::proc::Pid;
+use crate::os::proc::{parse_smaps, Pid};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -186,58 +186,6 @@ fn auxv_entry(auxv: &[u8]) -> Option<u64> {
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Vma {
-    start: u64,
-    end: u64,
-    name: String,
-    anonymous: bool,
-    hugetlb: bool,
-    /// Bytes mapped by 2 MiB entries: AnonHugePages + FilePmdMapped + ShmemPmdMapped.
-    huge_bytes: u64,
-}
-
-fn parse_smaps(text: &str) -> Vec<Vma> {
-    let mut vmas: Vec<Vma> = Vec::new();
-    for line in text.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let Some(first) = fields.next() else { continue };
-        if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-            let (Ok(start), Ok(end)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16))
-            else {
-                continue;
-            };
-            let name = fields.nth(4).unwrap_or("").to_string();
-            let anonymous = name.is_empty() || name.starts_with('[');
-            vmas.push(Vma {
-                start,
-                end,
-                name,
-                anonymous,
-                hugetlb: false,
-                huge_bytes: 0,
-            });
-            continue;
-        }
-        let Some(vma) = vmas.last_mut() else { continue };
-        let kb = || {
-            fields
-                .clone()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                * 1024
-        };
-        match first {
-            "AnonHugePages:" | "FilePmdMapped:" | "ShmemPmdMapped:" => vma.huge_bytes += kb(),
-            "KernelPageSize:" if kb() == HUGE_PAGE => vma.hugetlb = true,
-            "Private_Hugetlb:" | "Shared_Hugetlb:" if kb() > 0 => vma.hugetlb = true,
-            _ => {}
-        }
-    }
-    vmas
-}
-
 /// Whether the 2 MiB page at `addr` is one 2 MiB folio: its first and last 4 KiB pages are
 /// present, physically contiguous from a 2 MiB-aligned frame, and flagged as a transparent huge
 /// page. Needs root (pagemap hides frame numbers otherwise); `false` when it cannot tell.
@@ -282,32 +230,6 @@ fn huge_folio_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn smaps_mappings_and_huge_bytes() {
-        let text = "\
-55d0a0000000-55d0a0400000 r-xp 00000000 fe:01 123 /usr/bin/demo
-Size:               4096 kB
-AnonHugePages:         0 kB
-FilePmdMapped:      2048 kB
-7f0000000000-7f0000200000 r-xp 00000000 00:00 0 
-AnonHugePages:      2048 kB
-KernelPageSize:        4 kB
-7f1000000000-7f1000200000 r-xp 00000000 00:10 9 /dev/hugepages/x
-KernelPageSize:     2048 kB
-";
-        let v = parse_smaps(text);
-        assert_eq!(v.len(), 3);
-        assert_eq!(
-            (v[0].name.as_str(), v[0].anonymous, v[0].huge_bytes),
-            ("/usr/bin/demo", false, 2 << 20)
-        );
-        assert_eq!(
-            (v[1].anonymous, v[1].huge_bytes, v[1].hugetlb),
-            (true, 2 << 20, false)
-        );
-        assert!(v[2].hugetlb);
-    }
 
     #[test]
     fn auxv_entry_is_found() {
