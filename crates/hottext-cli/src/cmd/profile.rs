@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::os::proc::Pid;
-use hottext::profile::{read, MatchedBy, Options, ProfileError, Stats};
+use hottext::profile::{read, MatchedBy, Options, ProfileError, SampleKind, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -190,6 +190,22 @@ fn warn_about(stats: &Stats, graph: &Graph, args: &Args) {
             100.0 * unknown
         ));
     }
+    let undecided = stats.calls_tail_undecided as f64 / stats.samples_in_binary.max(1) as f64;
+    if undecided > CALLER_UNKNOWN_WARNING {
+        output::warn(format!(
+            "{:.0}% of {bin}'s samples came through tail calls (jumps to another function) along \
+             more than one possible chain, or one the code does not show: they give no call edge",
+            100.0 * undecided
+        ));
+    }
+    if stats.branches_unclassified > 0 {
+        output::warn(format!(
+            "{} branch records could not be told apart as calls or jumps (their filter admits \
+             both, perf saved no branch type, and {bin} is not x86-64): no edge; record with \
+             `-j any_call` or `-j any,save_type`",
+            stats.branches_unclassified
+        ));
+    }
     if graph.calls().is_empty() {
         output::warn(format!(
             "no call edge was found: was {bin} built without frame pointers? (build with -fno-omit-frame-pointer)"
@@ -275,6 +291,32 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         "  no own frame      {} callers recovered, {} unknown (entered through a pointer)",
         st.calls_recovered, st.calls_caller_unknown
     )?;
+    if st.sample_kind == SampleKind::Plain {
+        writeln!(
+            err,
+            "  inferred calls    weight {} (no stacks: shared among each function's direct callers by the samples around the calls)",
+            st.calls_inferred
+        )?;
+    }
+    if st.calls_tail > 0 || st.calls_tail_undecided > 0 {
+        writeln!(
+            err,
+            "  tail calls        weight {} ({:.1}% of the calls), {} samples undecided (no edge)",
+            st.calls_tail,
+            pct(st.calls_tail, st.calls),
+            st.calls_tail_undecided
+        )?;
+    }
+    if st.sample_kind == SampleKind::Branch {
+        writeln!(
+            err,
+            "  other branches    {} within functions, {} returns, {} other, {} unclassified",
+            st.branches_within_functions,
+            st.branches_returns,
+            st.branches_other,
+            st.branches_unclassified
+        )?;
+    }
     writeln!(err, "  calls w/o symbol  {}", st.calls_unresolved)?;
     writeln!(err, "  lost samples      {}", st.lost_samples)?;
     writeln!(

@@ -87,6 +87,8 @@ enum SamplingArg {
     Stack,
     /// Branch records of calls (LBR)
     Branch,
+    /// Samples without stacks: the cheapest; `profile` infers the edges from the code
+    Plain,
 }
 
 #[derive(Serialize)]
@@ -138,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sampling: args.sampling.map(|s| match s {
             SamplingArg::Stack => SampleKind::Stack,
             SamplingArg::Branch => SampleKind::Branch,
+            SamplingArg::Plain => SampleKind::Plain,
         }),
     };
     let plan = plan(&request, &machine, &runs_on)?;
@@ -221,6 +224,7 @@ fn describe(plan: &Plan) -> anyhow::Result<()> {
     let mode = match plan.sampling {
         SampleKind::Stack => "call stacks (frame pointers)",
         SampleKind::Branch => "branch records of calls (LBR)",
+        SampleKind::Plain => "samples without stacks",
     };
     writeln!(
         err,

@@ -175,13 +175,21 @@ pub fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
 
 /// Records `prog args` with plain perf: stack samples on the software clock, at 4999 Hz.
 pub fn perf_record(dir: &Path, prog: &Path, args: &[&str]) -> PathBuf {
+    perf_record_with(dir, prog, &["-g"], args)
+}
+
+/// Records `prog args` on the software clock at 4999 Hz, with `how` (`-g`, or none for samples
+/// without stacks).
+pub fn perf_record_with(dir: &Path, prog: &Path, how: &[&str], args: &[&str]) -> PathBuf {
     require_perf();
     let data = dir.join(format!(
         "{}.data",
         prog.file_name().unwrap().to_string_lossy()
     ));
     let out = Command::new("perf")
-        .args(["record", "-q", "-g", "-e", "cpu-clock", "-F", "4999", "-o"])
+        .args(["record", "-q"])
+        .args(how)
+        .args(["-e", "cpu-clock", "-F", "4999", "-o"])
         .arg(&data)
         .arg("--")
         .arg(prog)

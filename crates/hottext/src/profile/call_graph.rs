@@ -19,11 +19,11 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::PerfFileRecord;
 
-use super::frames::Frames;
+use super::code::Code;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
 use super::perf_file::{event_name, PerfData};
-use super::resolve::{graph, resolve, Tally, NO_CALLER, UNRESOLVED};
-use super::sample::{Sample, SampleLayout};
+use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
+use super::sample::{RecordedBranch, Sample, SampleLayout};
 use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
@@ -70,8 +70,8 @@ pub(super) fn build(
         last_time: 0,
     };
     // The code bytes are needed only after the pass over perf.data: read them meanwhile.
-    let (frames, pass) = join(
-        || Frames::new(binary),
+    let (code, pass) = join(
+        || Code::read(binary),
         || -> Result<(), ProfileError> {
             let mut records = 0u64;
             loop {
@@ -90,11 +90,11 @@ pub(super) fn build(
         },
     );
     pass?;
-    let frames = frames.map_err(|source| ProfileError::Io {
+    let code = code.map_err(|source| ProfileError::Io {
         path: binary.path.clone(),
         source,
     })?;
-    reader.finish(frames)
+    reader.finish(code)
 }
 
 /// The event to build the graph from: the first one with call stacks or branch records.
@@ -103,6 +103,10 @@ fn choose_event(
     perf: &PerfData,
 ) -> Result<(usize, SampleLayout, SampleKind, String), ProfileError> {
     let attrs = perf.attributes();
+    let plain_only = attrs.iter().all(|d| {
+        SampleLayout::new(&d.attr, perf.endian())
+            .is_some_and(|l| !l.has_branch_stack() && !l.has_callchain())
+    });
     for (i, desc) in attrs.iter().enumerate() {
         let event = event_name(desc);
         let unsupported = |problem| ProfileError::UnsupportedSamples {
@@ -117,6 +121,8 @@ fn choose_event(
             SampleKind::Branch
         } else if layout.has_callchain() {
             SampleKind::Stack
+        } else if plain_only {
+            SampleKind::Plain
         } else {
             continue;
         };
@@ -192,6 +198,10 @@ impl Reader<'_> {
             self.stats.samples_other_pid += 1;
             return;
         }
+        if self.kind == SampleKind::Branch {
+            // The records lie where they lie, whatever the sampled address.
+            self.branch_records(pid, &sample);
+        }
         let [innermost, return_address] = sample.top_user_frames();
         let Some(innermost) = innermost else {
             self.stats.samples_kernel_only += 1;
@@ -211,22 +221,33 @@ impl Reader<'_> {
                 };
                 self.tally.stack_tops.add((ip, ret));
             }
-            SampleKind::Branch => {
-                self.tally.stack_tops.add((ip, NO_CALLER));
-                self.branch_calls(pid, &sample);
-            }
+            SampleKind::Branch | SampleKind::Plain => self.tally.stack_tops.add((ip, NO_CALLER)),
         }
     }
 
-    fn branch_calls(&mut self, pid: Pid, sample: &Sample) {
+    fn branch_records(&mut self, pid: Pid, sample: &Sample) {
         let Some(branches) = sample.branches else {
             return;
         };
-        for (from, to) in branches.iter() {
-            // A call with an end outside the binary is not an edge of the binary.
-            if let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) {
-                self.tally.branch_calls.add((from, to));
-            }
+        for (from, to, flags) in branches.iter() {
+            // A branch with an end outside the binary is not an edge of the binary.
+            let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) else {
+                continue;
+            };
+            let bin = match self.layout.recorded_branch(flags) {
+                RecordedBranch::Call => Recorded::Call,
+                RecordedBranch::Jump => Recorded::Jump,
+                RecordedBranch::Unknown => Recorded::Unknown,
+                RecordedBranch::Return => {
+                    self.stats.branches_returns += 1;
+                    continue;
+                }
+                RecordedBranch::Other => {
+                    self.stats.branches_other += 1;
+                    continue;
+                }
+            };
+            self.tally.branches[bin as usize].add((from, to));
         }
     }
 
@@ -316,7 +337,7 @@ impl Reader<'_> {
         });
     }
 
-    fn finish(mut self, frames: Frames) -> Result<(Graph, Stats), ProfileError> {
+    fn finish(mut self, code: Code) -> Result<(Graph, Stats), ProfileError> {
         self.stats.matched_by = self.matched_by.iter().copied().collect();
         self.stats.other_builds = self.other_builds.iter().cloned().collect();
         if self.last_time >= self.first_time {
@@ -336,7 +357,7 @@ impl Reader<'_> {
                 mapped_files: self.files_with_samples(),
             });
         }
-        let counts = resolve(self.binary, frames, self.tally, &mut self.stats);
+        let counts = resolve(self.binary, code, self.kind, self.tally, &mut self.stats);
         if counts.self_samples.iter().all(|&n| n == 0) {
             return Err(ProfileError::NoSamples {
                 binary: binary_path,

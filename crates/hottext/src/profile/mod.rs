@@ -9,9 +9,17 @@
 //!   and a call edge from the frame below it (return address − 1) to it; lower frames are not
 //!   used, as they distort the weights. Where the innermost function had no frame of its own (at
 //!   its entry or `ret`, or a leaf built without one) the frame below is its caller's caller;
-//!   on x86-64 the real caller is recovered from the direct call that entered it;
-//! - branch records (`perf record -j any_call`, LBR): a self sample for the sampled address, and
-//!   one unit of weight for each call entry whose source and target are both in the binary.
+//!   on x86-64 the real caller is recovered from the direct call that entered it. Tail calls
+//!   (a `jmp` to another function, which leaves no frame) are followed through the code from
+//!   the call that the return address names, so the edge comes from the function that jumped;
+//! - branch records (`perf record -j any_call`, or `-b` / `-j any` with any filter): a self
+//!   sample for the sampled address, and one unit of weight for each record whose source and
+//!   target are both in the binary and which is a call, or a jump to another function's entry
+//!   (a tail call). Jumps within a function and returns are counted, not edges. What a record
+//!   is comes from the branch filter (calls only), perf's saved branch type, or the code.
+//!
+//! - plain samples (`perf record` without `-g`): a self sample for the sampled address, and
+//!   edges inferred from the binary's direct calls (`inferred.rs`), marked so in the header.
 //!
 //! Nothing is dropped silently: [`Stats`] counts samples outside the binary, addresses no symbol
 //! covers, records perf lost and records we could not read.
@@ -29,7 +37,11 @@
 //! ```
 
 mod call_graph;
+mod callers;
+mod code;
 mod frames;
+mod function_index;
+mod inferred;
 mod mappings;
 mod perf_file;
 mod perf_header;
@@ -67,6 +79,9 @@ pub enum SampleKind {
     Stack,
     /// Branch records (LBR): call entries.
     Branch,
+    /// Samples without stacks or branch records (`perf record` without `-g`): edges inferred
+    /// from the binary's direct calls.
+    Plain,
 }
 
 impl fmt::Display for SampleKind {
@@ -74,6 +89,7 @@ impl fmt::Display for SampleKind {
         f.write_str(match self {
             SampleKind::Stack => "stack",
             SampleKind::Branch => "branch",
+            SampleKind::Plain => "plain",
         })
     }
 }
@@ -113,6 +129,24 @@ pub struct Stats {
     pub calls_recovered: u64,
     /// Such samples whose caller was entered through a pointer: no edge.
     pub calls_caller_unknown: u64,
+    /// Of `calls`, the weight inferred from the code for a recording without stacks.
+    pub calls_inferred: u64,
+    /// Of `calls`, the weight that went through tail calls (jumps to another function's
+    /// entry): stack samples whose caller was found by following them in the code (x86-64),
+    /// and branch records of such jumps.
+    pub calls_tail: u64,
+    /// Stack samples whose caller tail jumps could have reached along several chains, or along
+    /// none the code shows: no edge.
+    pub calls_tail_undecided: u64,
+    /// Branch records of jumps that stay within one function (the input of a block layout).
+    pub branches_within_functions: u64,
+    /// Branch records of returns.
+    pub branches_returns: u64,
+    /// Branch records of jumps into the middle of another function, system calls and the like.
+    pub branches_other: u64,
+    /// Branch records that neither the filter, nor a saved type, nor the code (not x86-64)
+    /// could classify: no edge.
+    pub branches_unclassified: u64,
     /// Samples the kernel dropped (perf's LOST and LOST_SAMPLES records).
     pub lost_samples: u64,
     /// Times the kernel throttled sampling because it took too long.

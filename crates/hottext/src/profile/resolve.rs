@@ -3,10 +3,13 @@
 
 use foldhash::HashMap;
 
-use super::frames::{Caller, Frames};
+use super::callers::{Callers, Found, Hop};
+use super::code::{Branch, Code};
+use super::function_index::FunctionIndex;
+use super::inferred;
 use super::tally::PairCounts;
 use super::{SampleKind, Stats};
-use crate::binary::{Binary, StatedAddr};
+use crate::binary::Binary;
 use crate::graph::{Graph, GraphBuilder};
 
 /// In a tallied pair: the frame below is not in the binary (or there is none).
@@ -19,8 +22,17 @@ pub(super) const UNRESOLVED: u64 = u64::MAX - 1;
 pub(super) struct Tally {
     /// (innermost frame, return address or a marker) of stack samples.
     pub stack_tops: PairCounts,
-    /// (call site, target) of branch record entries.
-    pub branch_calls: PairCounts,
+    /// (source, target) of branch records, by what the recording says the source is.
+    pub branches: [PairCounts; 3],
+}
+
+/// What a recording says a branch record is: its branch filter admits only calls, or perf
+/// saved each record's type; else the code at its source tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recorded {
+    Call = 0,
+    Jump = 1,
+    Unknown = 2,
 }
 
 /// Samples, calls and call sites by function (indices into `Binary::functions`).
@@ -33,21 +45,26 @@ pub(super) struct Counts {
 }
 
 impl Counts {
-    /// `n` calls of `callee` by `caller`, from the call instruction holding `site` if known.
-    fn add_call(
+    /// `n` calls (or tail jumps) of `hop.callee` by `hop.caller`, found `through_tail` jumps.
+    fn add(
         &mut self,
-        caller: u32,
-        callee: u32,
-        site: Option<u64>,
+        hop: Hop,
         n: u64,
+        through_tail: bool,
         index: &FunctionIndex,
         stats: &mut Stats,
     ) {
-        *self.calls.entry((caller, callee)).or_default() += n;
+        *self.calls.entry((hop.caller, hop.callee)).or_default() += n;
         stats.calls += n;
-        if let Some(site) = site {
-            let offset = site - index.starts[caller as usize];
-            *self.sites.entry((caller, callee, offset)).or_default() += n;
+        if through_tail {
+            stats.calls_tail += n;
+        }
+        if let Some(site) = hop.site {
+            let offset = site - index.starts[hop.caller as usize];
+            *self
+                .sites
+                .entry((hop.caller, hop.callee, offset))
+                .or_default() += n;
             stats.calls_sited += n;
         }
     }
@@ -55,16 +72,20 @@ impl Counts {
 
 pub(super) fn resolve(
     binary: &Binary,
-    mut frames: Frames,
+    code: Code,
+    kind: SampleKind,
     tally: Tally,
     stats: &mut Stats,
 ) -> Counts {
-    let index = FunctionIndex::new(binary);
+    let index = FunctionIndex::new(&binary.functions);
     let mut counts = Counts {
         self_samples: vec![0; binary.functions.len()],
         calls: HashMap::default(),
         sites: HashMap::default(),
     };
+    let mut callers = Callers::new(&binary.functions, &index, code);
+    // Without stacks, each sampled address, for the inference.
+    let mut ip_samples = Vec::new();
 
     for ((ip, ret), n) in tally.stack_tops.into_sorted() {
         let Some(callee) = index.at(ip) else {
@@ -72,54 +93,99 @@ pub(super) fn resolve(
             continue;
         };
         counts.self_samples[callee as usize] += n;
-        // The caller, and the last byte of its call instruction when the stack tells it.
-        let (caller, site) = match ret {
+        if kind == SampleKind::Plain {
+            ip_samples.push((ip, n));
+        }
+        let found = match ret {
             NO_CALLER => continue,
-            UNRESOLVED => (None, None),
-            ret => {
-                let func = &binary.functions[callee as usize];
-                match frames.caller(callee as usize, func, StatedAddr(ip), StatedAddr(ret)) {
-                    Caller::AsUnwound => (index.at(ret - 1), Some(ret - 1)),
-                    // The return address is in the caller's caller: the site is the caller's
-                    // one direct call of the callee, if it has just one.
-                    Caller::Recovered(start) => match index.starting_at(start.0) {
-                        Some(caller) => {
-                            stats.calls_recovered += n;
-                            let site = frames.only_direct_call(
-                                caller as usize,
-                                &binary.functions[caller as usize],
-                                func.start,
-                            );
-                            (Some(caller), site.map(|s| s.0))
-                        }
-                        None => {
-                            stats.calls_caller_unknown += n;
-                            continue;
-                        }
-                    },
-                    Caller::Unknown => {
-                        stats.calls_caller_unknown += n;
-                        continue;
-                    }
-                }
-            }
+            UNRESOLVED => Found::Unresolved,
+            ret => callers.of_stack(callee, ip, ret),
         };
-        match caller {
-            Some(caller) => counts.add_call(caller, callee, site, n, &index, stats),
-            None => stats.calls_unresolved += n,
+        match found {
+            Found::Caller { hop, through_tail } => {
+                // A caller other than the one the return address is in: the function had no
+                // frame of its own, and the caller came from the code.
+                if !through_tail && hop.site != Some(ret - 1) {
+                    stats.calls_recovered += n;
+                }
+                counts.add(hop, n, through_tail, &index, stats);
+            }
+            Found::PointerCaller => stats.calls_caller_unknown += n,
+            Found::Undecided => stats.calls_tail_undecided += n,
+            Found::Unresolved => stats.calls_unresolved += n,
         }
     }
 
-    // A branch record's source is the call instruction's first byte.
-    for ((from, to), n) in tally.branch_calls.into_sorted() {
-        match (index.at(from), index.at(to)) {
-            (Some(caller), Some(callee)) => {
-                counts.add_call(caller, callee, Some(from), n, &index, stats)
-            }
-            _ => stats.calls_unresolved += n,
+    if kind == SampleKind::Plain {
+        let inferred = inferred::edges(
+            &binary.functions,
+            &index,
+            &callers.code,
+            &counts.self_samples,
+            &ip_samples,
+        );
+        for e in inferred {
+            let hop = Hop {
+                caller: e.caller,
+                callee: e.callee,
+                site: Some(e.site),
+                tail: false,
+            };
+            counts.add(hop, e.weight, false, &index, stats);
+            stats.calls_inferred += e.weight;
+        }
+    }
+
+    let [calls, jumps, unknown] = tally.branches;
+    let recorded = [
+        (Recorded::Call, calls),
+        (Recorded::Jump, jumps),
+        (Recorded::Unknown, unknown),
+    ];
+    for (recorded, pairs) in recorded {
+        for ((from, to), n) in pairs.into_sorted() {
+            let branch = match recorded {
+                Recorded::Call => Some(Branch::Call),
+                Recorded::Jump => Some(Branch::Jump),
+                Recorded::Unknown => callers.code.branch_at(from),
+            };
+            branch_record(branch, from, to, n, &index, &mut counts, stats);
         }
     }
     counts
+}
+
+/// One branch record, `n` times: a call is an edge from its source; a jump is one when it
+/// enters another function at its entry (a tail call); the rest are counted.
+fn branch_record(
+    branch: Option<Branch>,
+    from: u64,
+    to: u64,
+    n: u64,
+    index: &FunctionIndex,
+    counts: &mut Counts,
+    stats: &mut Stats,
+) {
+    let (Some(caller), Some(callee)) = (index.at(from), index.at(to)) else {
+        stats.calls_unresolved += n;
+        return;
+    };
+    let hop = |tail| Hop {
+        caller,
+        callee,
+        site: Some(from),
+        tail,
+    };
+    match branch {
+        Some(Branch::Call) => counts.add(hop(false), n, false, index, stats),
+        Some(Branch::Jump) if caller == callee => stats.branches_within_functions += n,
+        Some(Branch::Jump) if index.starting_at(to).is_some() => {
+            counts.add(hop(true), n, true, index, stats)
+        }
+        Some(Branch::Return) => stats.branches_returns += n,
+        Some(Branch::Jump | Branch::Other) => stats.branches_other += n,
+        None => stats.branches_unclassified += n,
+    }
 }
 
 /// The profile: the functions with samples or calls, their calls, and the headers.
@@ -159,109 +225,10 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     let name = binary.path.file_name().unwrap_or(binary.path.as_os_str());
     b.header("binary", name.to_string_lossy());
     b.header("sample-kind", kind);
+    if kind == SampleKind::Plain {
+        b.header("edges", "inferred from the code");
+    }
     b.header("samples", stats.samples_in_binary);
     b.header("event", &stats.event);
     b.finish()
-}
-
-/// Function bounds in flat arrays with a page index over them: `Binary::function_at`
-/// binary-searches the 80-byte `Function` structs, a cache miss per step on a big binary; here
-/// one look-up in the page index leaves a search among a few functions.
-struct FunctionIndex {
-    starts: Vec<u64>,
-    ends: Vec<u64>,
-    /// `first[p]`: how many functions start before page `p` (of `1 << shift` bytes from `base`).
-    first: Vec<u32>,
-    base: u64,
-    shift: u32,
-}
-
-/// 4 KiB pages, unless the text is so large that the page index would pass this many entries.
-const INDEX_PAGE_SHIFT: u32 = 12;
-const INDEX_MAX_PAGES: u64 = 1 << 20;
-
-impl FunctionIndex {
-    fn new(binary: &Binary) -> FunctionIndex {
-        let starts: Vec<u64> = binary.functions.iter().map(|f| f.start.0).collect();
-        let ends = binary.functions.iter().map(|f| f.end().0).collect();
-        let base = starts.first().copied().unwrap_or(0);
-        let span = starts.last().map_or(0, |&last| last - base) + 1;
-        let mut shift = INDEX_PAGE_SHIFT;
-        while span >> shift > INDEX_MAX_PAGES {
-            shift += 1;
-        }
-        Self::with_pages(starts, ends, shift)
-    }
-
-    fn with_pages(starts: Vec<u64>, ends: Vec<u64>, shift: u32) -> FunctionIndex {
-        let base = starts.first().copied().unwrap_or(0);
-        let span = starts.last().map_or(0, |&last| last - base) + 1;
-        let first = (0..(span >> shift) + 2)
-            .map(|p| starts.partition_point(|&s| s < base + (p << shift)) as u32)
-            .collect();
-        FunctionIndex {
-            starts,
-            ends,
-            first,
-            base,
-            shift,
-        }
-    }
-
-    /// The function whose bytes contain `addr`.
-    fn at(&self, addr: u64) -> Option<u32> {
-        let page = (addr.checked_sub(self.base)? >> self.shift) as usize;
-        // The functions that start in this page, and the last one before it (it may reach in).
-        let (lo, hi) = match self.first.get(page..page + 2) {
-            Some(&[lo, hi]) => (lo.saturating_sub(1) as usize, hi as usize),
-            _ => (self.starts.len().saturating_sub(1), self.starts.len()),
-        };
-        let i = lo
-            + self
-                .starts
-                .get(lo..hi)?
-                .partition_point(|&s| s <= addr)
-                .checked_sub(1)?;
-        (addr < self.ends[i]).then_some(i as u32)
-    }
-
-    /// The function that starts exactly at `addr`.
-    fn starting_at(&self, addr: u64) -> Option<u32> {
-        let i = self.at(addr)?;
-        (self.starts[i as usize] == addr).then_some(i)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_index_finds_the_same_function_as_a_plain_search() {
-        // Small and large functions, gaps, one spanning pages, several in one page.
-        let funcs = [
-            (0x1000, 0x10),
-            (0x1010, 0x30),
-            (0x1100, 0x2400),
-            (0x3600, 0x8),
-            (0x3700, 0x100),
-            (0x9000, 0x4),
-        ];
-        for shift in [4, 8, 12] {
-            let idx = FunctionIndex::with_pages(
-                funcs.iter().map(|f| f.0).collect(),
-                funcs.iter().map(|f| f.0 + f.1).collect(),
-                shift,
-            );
-            for addr in 0xf00..0x9100 {
-                let plain = funcs
-                    .iter()
-                    .position(|&(s, n)| addr >= s && addr < s + n)
-                    .map(|i| i as u32);
-                assert_eq!(idx.at(addr), plain, "addr {addr:#x} shift {shift}");
-            }
-            assert_eq!(idx.starting_at(0x3600), Some(3));
-            assert_eq!(idx.starting_at(0x3604), None);
-        }
-    }
 }

@@ -18,8 +18,45 @@ use linux_perf_data::linux_perf_event_reader::{
 pub(crate) struct SampleLayout {
     format: SampleFormat,
     branch_hw_index: bool,
+    /// The branch filter admits calls only: every record is a call.
+    branch_calls_only: bool,
+    /// perf saved each record's branch type (`save_type`), in a layout we can read.
+    branch_types_saved: bool,
     big_endian: bool,
 }
+
+/// What the recording itself says a branch record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordedBranch {
+    Call,
+    Jump,
+    Return,
+    /// A system call, an interrupt, a transaction abort: never an edge.
+    Other,
+    /// The filter admits more than calls and no type was saved: the code must tell.
+    Unknown,
+}
+
+/// Branch filter bits (`perf_event.h`) that admit records other than calls.
+const BRANCH_BEYOND_CALLS: BranchSampleFormat = BranchSampleFormat::ANY
+    .union(BranchSampleFormat::ANY_RETURN)
+    .union(BranchSampleFormat::COND)
+    .union(BranchSampleFormat::IND_JUMP);
+/// Branch filter bits that admit calls (a call stack's records are calls too).
+const BRANCH_CALLS: BranchSampleFormat = BranchSampleFormat::ANY_CALL
+    .union(BranchSampleFormat::CALL)
+    .union(BranchSampleFormat::IND_CALL)
+    .union(BranchSampleFormat::CALL_STACK);
+/// Whether a branch filter admits calls and nothing else (`-j any_call`, the default of
+/// `hottext record`), so that every record is a call.
+fn admits_calls_only(filter: BranchSampleFormat) -> bool {
+    filter.intersects(BRANCH_CALLS) && !filter.intersects(BRANCH_BEYOND_CALLS)
+}
+
+/// Where a branch entry's flags keep the saved type (`struct perf_branch_entry`, after the
+/// mispred, predicted, in_tx and abort bits and 16 bits of cycles), little-endian bitfields.
+const BRANCH_TYPE_SHIFT: u32 = 20;
+const BRANCH_TYPE_MASK: u64 = 0xf;
 
 /// The fields of one sample that the call graph needs.
 #[derive(Debug, Clone, Copy)]
@@ -45,13 +82,33 @@ impl SampleLayout {
         if attr.sample_format.contains(SampleFormat::READ) {
             return None;
         }
+        let filter = attr.branch_sample_format;
+        let big_endian = endian == Endianness::BigEndian;
         Some(SampleLayout {
             format: attr.sample_format,
-            branch_hw_index: attr
-                .branch_sample_format
-                .contains(BranchSampleFormat::HW_INDEX),
-            big_endian: endian == Endianness::BigEndian,
+            branch_hw_index: filter.contains(BranchSampleFormat::HW_INDEX),
+            branch_calls_only: admits_calls_only(filter),
+            branch_types_saved: filter.contains(BranchSampleFormat::TYPE_SAVE) && !big_endian,
+            big_endian,
         })
+    }
+
+    /// What the recording says of a branch record with these flags.
+    pub fn recorded_branch(&self, flags: u64) -> RecordedBranch {
+        if self.branch_calls_only {
+            return RecordedBranch::Call;
+        }
+        if !self.branch_types_saved {
+            return RecordedBranch::Unknown;
+        }
+        // PERF_BR_* of perf_event.h.
+        match (flags >> BRANCH_TYPE_SHIFT) & BRANCH_TYPE_MASK {
+            1..=3 => RecordedBranch::Jump,
+            4 | 5 | 9 => RecordedBranch::Call,
+            6 | 10 => RecordedBranch::Return,
+            7 | 8 | 11..=14 => RecordedBranch::Other,
+            _ => RecordedBranch::Unknown,
+        }
     }
 
     pub fn has_callchain(&self) -> bool {
@@ -178,12 +235,16 @@ pub(crate) struct Branches<'a> {
 }
 
 impl<'a> Branches<'a> {
-    pub fn iter(self) -> impl Iterator<Item = (u64, u64)> + 'a {
+    /// `(from, to, flags)` of each entry.
+    pub fn iter(self) -> impl Iterator<Item = (u64, u64, u64)> + 'a {
         let big = self.entries.big_endian;
-        self.entries
-            .bytes
-            .chunks_exact(24)
-            .map(move |e| (word(&e[..8], big), word(&e[8..16], big)))
+        self.entries.bytes.chunks_exact(24).map(move |e| {
+            (
+                word(&e[..8], big),
+                word(&e[8..16], big),
+                word(&e[16..], big),
+            )
+        })
     }
 }
 
@@ -260,6 +321,8 @@ mod tests {
         SampleLayout {
             format,
             branch_hw_index: hw_index,
+            branch_calls_only: false,
+            branch_types_saved: true,
             big_endian: false,
         }
     }
@@ -353,7 +416,7 @@ mod tests {
         let s = layout(f, true).decode(USER, &body).unwrap();
         assert_eq!(
             s.branches.unwrap().iter().collect::<Vec<_>>(),
-            [(0x1100, 0x2000), (0x2100, 0x3000)]
+            [(0x1100, 0x2000, 0), (0x2100, 0x3000, 0)]
         );
     }
 
@@ -365,8 +428,32 @@ mod tests {
         assert_eq!(s.pid, Some(7));
         assert_eq!(
             s.branches.unwrap().iter().collect::<Vec<_>>(),
-            [(0x1100, 0x2000)]
+            [(0x1100, 0x2000, 0x3)]
         );
+    }
+
+    #[test]
+    fn a_branch_record_is_what_the_filter_or_its_saved_type_says() {
+        use BranchSampleFormat as F;
+        assert!(admits_calls_only(F::USER | F::ANY_CALL));
+        assert!(admits_calls_only(F::CALL | F::IND_CALL | F::HW_INDEX));
+        assert!(!admits_calls_only(F::USER | F::ANY)); // perf record -b
+        assert!(!admits_calls_only(F::ANY_CALL | F::ANY_RETURN));
+        assert!(!admits_calls_only(F::USER));
+
+        let mut l = layout(SampleFormat::BRANCH_STACK, false);
+        // Type bits over mispred/predicted and some cycles, as the kernel writes them.
+        let typed = |t: u64| (t << BRANCH_TYPE_SHIFT) | (7 << 4) | 0b10;
+        let kinds = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15].map(|t| l.recorded_branch(typed(t)));
+        use RecordedBranch::*;
+        assert_eq!(
+            kinds,
+            [Unknown, Jump, Jump, Jump, Call, Call, Return, Other, Call, Return, Other, Unknown]
+        );
+        l.branch_types_saved = false;
+        assert_eq!(l.recorded_branch(typed(4)), Unknown);
+        l.branch_calls_only = true;
+        assert_eq!(l.recorded_branch(typed(2)), Call);
     }
 
     #[test]

@@ -131,6 +131,7 @@ fn sampling_name(s: SampleKind) -> &'static str {
     match s {
         SampleKind::Stack => "call stacks by frame pointers",
         SampleKind::Branch => "branch records of calls",
+        SampleKind::Plain => "samples without stacks (edges inferred from the code)",
     }
 }
 
@@ -148,6 +149,7 @@ impl Plan {
         match self.sampling {
             SampleKind::Stack => args.extend(["--call-graph".into(), "fp".into()]),
             SampleKind::Branch => args.extend(["-j".into(), "any_call,u".into()]),
+            SampleKind::Plain => {}
         }
         match (&self.scope, &self.target) {
             (Scope::Cpus(cpus), _) => {

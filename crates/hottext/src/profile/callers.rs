@@ -1,0 +1,242 @@
+//! Who called the sampled function, from the two innermost frames of a stack sample and the code.
+//!
+//! The return address names the call that entered the frame below; its direct target `T` is the
+//! function that call entered. Usually `T` is the sampled function `F` (or, for a function
+//! sampled without its own frame, `F`'s caller). But compilers turn a call in tail position into
+//! a jump (sibling calls, on at -O2 everywhere), which leaves no frame: `A` calls `B`, `B` jumps
+//! to `C`, and a sample in `C` shows `A` as its caller. Taking the stack as it is would put every
+//! leaf of `C` under `A`. So the chain from `T` to `F` is followed through the code:
+//!
+//! - `F` ran with its own frame: the chain is `T` then direct tail jumps to `F`.
+//! - `F` had no frame of its own (its entry or `ret`, or a frameless leaf; see `frames.rs`): the
+//!   frame below is its caller's, so the chain from `T` holds exactly one direct call, with tail
+//!   jumps before or after it. When `T` has no tail jumps and does not call `F` directly, `T`
+//!   called it through a pointer: the edge is `T → F` with its site unknown.
+//!
+//! As for any stack sample, only the innermost edge gets the sample's weight: the last hop of the
+//! chain, the call or jump that entered `F` (`B → C` in the example), at its site; the hops
+//! before it are lower frames. It is used when every chain within [`MAX_HOPS`] ends in the same
+//! hop; chains that end in different hops, or none where tail jumps leave `T`, leave the caller
+//! undecided: no edge, counted, never a guess. A call through the PLT or a pointer leaves
+//! nothing to follow, and the stack is taken as unwound.
+
+use std::rc::Rc;
+
+use foldhash::HashMap;
+
+use super::code::Code;
+use super::frames::Frames;
+use super::function_index::FunctionIndex;
+use crate::binary::{Function, StatedAddr};
+
+/// The longest chain followed: deeper chains of tail calls are rare, and the search grows with
+/// the length.
+const MAX_HOPS: usize = 6;
+
+/// One call or tail jump between two functions (indices into the binary's functions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hop {
+    pub caller: u32,
+    pub callee: u32,
+    /// A byte of the call or jump in the caller: its last. Unknown when the caller has several.
+    pub site: Option<u64>,
+    pub tail: bool,
+}
+
+/// What the code says about a stack sample's caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The call or tail jump that entered the sampled function; `through_tail` when tail jumps
+    /// came between the stack's frames.
+    Caller { hop: Hop, through_tail: bool },
+    /// The function had no frame of its own and its caller was entered through a pointer.
+    PointerCaller,
+    /// Tail jumps could have led here along several chains, or along none that the code shows.
+    Undecided,
+    /// The return address lies in the binary but in no function.
+    Unresolved,
+}
+
+/// The last hops of the chains found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Paths {
+    None,
+    /// Every chain ends in this hop; `through_tail` if any has a tail jump.
+    One {
+        last: Hop,
+        through_tail: bool,
+    },
+    Several,
+}
+
+pub(crate) struct Callers<'a> {
+    functions: &'a [Function],
+    index: &'a FunctionIndex,
+    pub code: Code,
+    frames: Frames,
+    /// Per function decoded so far: its direct calls and jumps to other functions' entries.
+    hops: HashMap<u32, Rc<[Hop]>>,
+    paths: HashMap<(u32, u32, bool), Paths>,
+}
+
+impl<'a> Callers<'a> {
+    pub fn new(functions: &'a [Function], index: &'a FunctionIndex, code: Code) -> Callers<'a> {
+        Callers {
+            functions,
+            index,
+            code,
+            frames: Frames::new(functions.len()),
+            hops: HashMap::default(),
+            paths: HashMap::default(),
+        }
+    }
+
+    /// The caller of function `callee`, sampled at `ip`, with `ret` the next frame's return
+    /// address (all stated addresses in the binary).
+    pub fn of_stack(&mut self, callee: u32, ip: u64, ret: u64) -> Found {
+        let func = &self.functions[callee as usize];
+        let entered = self.code.direct_call_before(ret);
+        let framed = entered == Some(func.start.0)
+            || self
+                .frames
+                .has_own_frame(&self.code, callee as usize, func, StatedAddr(ip));
+        if framed {
+            let Some(caller) = self.index.at(ret - 1) else {
+                return Found::Unresolved;
+            };
+            let unwound = Found::Caller {
+                hop: Hop {
+                    caller,
+                    callee,
+                    site: Some(ret - 1),
+                    tail: false,
+                },
+                through_tail: false,
+            };
+            return match entered.and_then(|t| self.index.starting_at(t)) {
+                // Through a pointer or the PLT: nothing to follow.
+                None => unwound,
+                Some(t) if t == callee => unwound,
+                Some(t) => match self.paths(t, callee, false) {
+                    Paths::One { last, .. } => Found::Caller {
+                        hop: last,
+                        through_tail: true,
+                    },
+                    Paths::None | Paths::Several => Found::Undecided,
+                },
+            };
+        }
+        let Some(t) = entered.and_then(|t| self.index.starting_at(t)) else {
+            return Found::PointerCaller;
+        };
+        match self.paths(t, callee, true) {
+            Paths::One { last, through_tail } => Found::Caller {
+                hop: last,
+                through_tail,
+            },
+            Paths::Several => Found::Undecided,
+            Paths::None if self.hops_from(t).iter().any(|h| h.tail) => Found::Undecided,
+            Paths::None => Found::Caller {
+                hop: Hop {
+                    caller: t,
+                    callee,
+                    site: None,
+                    tail: false,
+                },
+                through_tail: false,
+            },
+        }
+    }
+
+    /// The chains from `from` to `to` of tail jumps and, if `one_call`, exactly one direct call.
+    fn paths(&mut self, from: u32, to: u32, one_call: bool) -> Paths {
+        if let Some(&p) = self.paths.get(&(from, to, one_call)) {
+            return p;
+        }
+        let mut search = Search {
+            to,
+            path: Vec::new(),
+            found: Paths::None,
+        };
+        self.walk(&mut search, from, one_call);
+        self.paths.insert((from, to, one_call), search.found);
+        search.found
+    }
+
+    fn walk(&mut self, s: &mut Search, at: u32, need_call: bool) {
+        let hops = self.hops_from(at);
+        for hop in hops.iter() {
+            if matches!(s.found, Paths::Several) {
+                return;
+            }
+            if !hop.tail && !need_call
+                || hop.callee == at
+                || s.path.iter().any(|h| h.caller == hop.callee)
+            {
+                continue; // a second call, or a loop
+            }
+            let need_call = need_call && hop.tail;
+            s.path.push(*hop);
+            if hop.callee == s.to {
+                if !need_call {
+                    let through_tail = s.path.iter().any(|h| h.tail);
+                    s.found = match s.found {
+                        Paths::None => Paths::One {
+                            last: *hop,
+                            through_tail,
+                        },
+                        Paths::One {
+                            last,
+                            through_tail: t,
+                        } if last == *hop => Paths::One {
+                            last,
+                            through_tail: t || through_tail,
+                        },
+                        _ => Paths::Several,
+                    };
+                }
+            } else if s.path.len() < MAX_HOPS {
+                self.walk(s, hop.callee, need_call);
+            }
+            s.path.pop();
+        }
+    }
+
+    /// Function `f`'s direct calls and jumps to other functions' entries, one hop per callee and
+    /// kind, decoded once.
+    fn hops_from(&mut self, f: u32) -> Rc<[Hop]> {
+        if let Some(h) = self.hops.get(&f) {
+            return Rc::clone(h);
+        }
+        let mut transfers = self.code.transfers_out(&self.functions[f as usize]);
+        transfers.sort_unstable_by_key(|t| (t.target, t.is_call, t.site));
+        let mut hops: Vec<Hop> = Vec::new();
+        for t in transfers {
+            let Some(callee) = self.index.starting_at(t.target) else {
+                continue; // into the middle of code: not a call of a function
+            };
+            match hops.last_mut() {
+                Some(h) if h.callee == callee && h.tail != t.is_call => h.site = None,
+                _ => hops.push(Hop {
+                    caller: f,
+                    callee,
+                    site: Some(t.site),
+                    tail: !t.is_call,
+                }),
+            }
+        }
+        let hops: Rc<[Hop]> = hops.into();
+        self.hops.insert(f, Rc::clone(&hops));
+        hops
+    }
+}
+
+struct Search {
+    to: u32,
+    path: Vec<Hop>,
+    found: Paths,
+}
+
+#[cfg(test)]
+#[path = "callers_tests.rs"]
+mod tests;

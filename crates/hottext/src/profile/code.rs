@@ -1,0 +1,217 @@
+//! The binary's machine code, as far as the call graph needs it (x86-64): the call before a
+//! return address, what kind of branch an instruction is, and the direct calls and jumps by
+//! which a function hands control to another.
+//!
+//! Stack samples name return addresses and branch records name branch instructions; the code
+//! at those addresses says what really happened there: a `call`, a jump within a function, a
+//! tail call (a `jmp` to another function's entry, which leaves no frame behind), or a return.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+
+use crate::binary::{Binary, Function};
+
+/// `call rel32`: opcode and 4-byte displacement from the next instruction.
+const CALL_REL32: u8 = 0xe8;
+const CALL_REL32_LEN: u64 = 5;
+/// The longest x86-64 instruction.
+const MAX_INSN: usize = 15;
+
+/// What the instruction at a branch record's source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Branch {
+    /// A call, direct or through a pointer.
+    Call,
+    /// A jump, conditional or not, direct or through a pointer.
+    Jump,
+    Return,
+    /// Not a branch we know (a system call, an interrupt return), or not decodable.
+    Other,
+}
+
+/// A direct call or jump from a function to an address outside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Transfer {
+    pub target: u64,
+    /// The instruction's last byte: a site of the caller.
+    pub site: u64,
+    pub is_call: bool,
+}
+
+/// The binary's executable segments, read whole: the look-ups are random accesses all over a
+/// big text, which plain memory serves far faster than reads or a page cache.
+pub(crate) enum Code {
+    /// Not x86-64: nothing is decoded, and every edge is taken as recorded.
+    None,
+    /// `(stated start, bytes)` of each executable segment.
+    Segments(Vec<(u64, Vec<u8>)>),
+}
+
+impl Code {
+    pub fn read(binary: &Binary) -> io::Result<Code> {
+        if binary.architecture != object::Architecture::X86_64 {
+            return Ok(Code::None);
+        }
+        let file = File::open(&binary.path)?;
+        let mut segments = Vec::new();
+        for seg in &binary.exec_segments {
+            let mut bytes = vec![0u8; seg.file_size as usize];
+            file.read_exact_at(&mut bytes, seg.offset.0)?;
+            segments.push((seg.start.0, bytes));
+        }
+        Ok(Code::Segments(segments))
+    }
+
+    pub fn is_decoded(&self) -> bool {
+        matches!(self, Code::Segments(_))
+    }
+
+    /// Up to `n` code bytes at `addr`: fewer at the end of a segment, none outside the code.
+    pub fn bytes(&self, addr: u64, n: usize) -> &[u8] {
+        let Code::Segments(segments) = self else {
+            return &[];
+        };
+        for (start, bytes) in segments {
+            if let Some(at) = addr
+                .checked_sub(*start)
+                .filter(|&at| at < bytes.len() as u64)
+            {
+                let at = at as usize;
+                return &bytes[at..(at + n).min(bytes.len())];
+            }
+        }
+        &[]
+    }
+
+    /// The target of the `call rel32` that ends at `ret`, if that is what precedes it.
+    pub fn direct_call_before(&self, ret: u64) -> Option<u64> {
+        let at = ret.checked_sub(CALL_REL32_LEN)?;
+        match self.bytes(at, CALL_REL32_LEN as usize) {
+            [CALL_REL32, d0, d1, d2, d3] => {
+                let rel = i32::from_le_bytes([*d0, *d1, *d2, *d3]);
+                Some(ret.wrapping_add_signed(i64::from(rel)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind of branch at `addr`; `None` when there is no code to decode.
+    pub fn branch_at(&self, addr: u64) -> Option<Branch> {
+        let bytes = self.bytes(addr, MAX_INSN);
+        if bytes.is_empty() {
+            return None;
+        }
+        let insn = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE).decode();
+        Some(match insn.flow_control() {
+            FlowControl::Call | FlowControl::IndirectCall => Branch::Call,
+            FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::IndirectBranch => Branch::Jump,
+            FlowControl::Return => Branch::Return,
+            _ => Branch::Other,
+        })
+    }
+
+    /// The direct calls and jumps of `func` whose target lies outside it, sorted.
+    pub fn transfers_out(&self, func: &Function) -> Vec<Transfer> {
+        let bytes = self.bytes(func.start.0, func.size as usize);
+        let (start, end) = (func.start.0, func.end().0);
+        let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+        let mut insn = Instruction::default();
+        let mut out = Vec::new();
+        while decoder.can_decode() {
+            decoder.decode_out(&mut insn);
+            let is_call = match insn.flow_control() {
+                FlowControl::Call => true,
+                FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => false,
+                _ => continue,
+            };
+            let target = insn.near_branch_target();
+            if target < start || target >= end {
+                out.push(Transfer {
+                    target,
+                    site: insn.next_ip() - 1,
+                    is_call,
+                });
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::StatedAddr;
+
+    fn func(start: u64, size: u64) -> Function {
+        Function {
+            start: StatedAddr(start),
+            size,
+            name: "f".into(),
+            aliases: vec![],
+        }
+    }
+
+    /// At 0x1000: call 0x1100; jmp 0x1200; je 0x1300; jmp 0x1000 (itself); call *%rax; ret.
+    fn code() -> Code {
+        let mut b = vec![0xe8];
+        b.extend_from_slice(&(0x1100i32 - 0x1005).to_le_bytes());
+        b.push(0xe9);
+        b.extend_from_slice(&(0x1200i32 - 0x100a).to_le_bytes());
+        b.extend_from_slice(&[0x0f, 0x84]);
+        b.extend_from_slice(&(0x1300i32 - 0x1010).to_le_bytes());
+        b.extend_from_slice(&[0xeb, 0xee]); // jmp rel8 back to 0x1000
+        b.extend_from_slice(&[0xff, 0xd0, 0xc3]);
+        Code::Segments(vec![(0x1000, b)])
+    }
+
+    #[test]
+    fn decodes_each_kind_of_branch() {
+        let c = code();
+        assert_eq!(c.branch_at(0x1000), Some(Branch::Call));
+        assert_eq!(c.branch_at(0x1005), Some(Branch::Jump));
+        assert_eq!(c.branch_at(0x100a), Some(Branch::Jump));
+        assert_eq!(c.branch_at(0x1012), Some(Branch::Call));
+        assert_eq!(c.branch_at(0x1014), Some(Branch::Return));
+        assert_eq!(c.branch_at(0x9000), None);
+        assert_eq!(Code::None.branch_at(0x1000), None);
+    }
+
+    #[test]
+    fn finds_the_direct_call_before_a_return_address() {
+        let c = code();
+        assert_eq!(c.direct_call_before(0x1005), Some(0x1100));
+        assert_eq!(c.direct_call_before(0x1014), None); // after call *%rax
+        assert_eq!(c.direct_call_before(3), None);
+    }
+
+    #[test]
+    fn transfers_out_leave_the_function_and_keep_their_last_byte() {
+        let t = code().transfers_out(&func(0x1000, 0x15));
+        assert_eq!(
+            t,
+            [
+                Transfer {
+                    target: 0x1100,
+                    site: 0x1004,
+                    is_call: true
+                },
+                Transfer {
+                    target: 0x1200,
+                    site: 0x1009,
+                    is_call: false
+                },
+                Transfer {
+                    target: 0x1300,
+                    site: 0x100f,
+                    is_call: false
+                },
+            ]
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Call edges for a recording without stacks or branch records (`perf record` without `-g`,
+//! the most common perf.data there is), inferred from the binary's code.
+//!
+//! The samples say where time went, function by function, but not who called. The code says who
+//! can call whom: every direct call (and tail jump) to a function's entry. A stack-sampled edge
+//! `C → G` weighs G's samples taken while C called it, so here G's samples are shared among its
+//! direct callers by how often each call ran, and that is read from the samples of the code
+//! around the call: the straight run of instructions it sits in, from the branch before it to
+//! the branch after (a call's block and the block it returns into, which run as often as the
+//! call). A caller whose runs around its calls of G have no sample shares by its own samples
+//! only when no caller has such samples. Functions entered only through pointers get no edge,
+//! and only functions with samples are decoded: a caller that never ran called nothing.
+//!
+//! The accuracy against an exact graph is in bench/RESULTS.md ("Call-graph accuracy").
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+
+use super::code::Code;
+use super::function_index::FunctionIndex;
+use crate::binary::Function;
+
+/// A direct call or tail jump from a sampled function to another's entry, and the samples of
+/// the runs of code around it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Site {
+    caller: u32,
+    callee: u32,
+    /// The instruction's last byte.
+    at: u64,
+    heat: u64,
+}
+
+/// One inferred edge: `weight` of the callee's samples, at the caller's hottest site of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub caller: u32,
+    pub callee: u32,
+    pub site: u64,
+    pub weight: u64,
+}
+
+/// The edges of the functions with `self_samples`, from `ip_samples` (sampled stated addresses
+/// with their counts, sorted).
+pub(crate) fn edges(
+    functions: &[Function],
+    index: &FunctionIndex,
+    code: &Code,
+    self_samples: &[u64],
+    ip_samples: &[(u64, u64)],
+) -> Vec<Edge> {
+    let mut sites: Vec<Site> = Vec::new();
+    for (f, _) in self_samples.iter().enumerate().filter(|(_, &n)| n > 0) {
+        sites_of(f as u32, &functions[f], index, code, ip_samples, &mut sites);
+    }
+    // Sites by callee, each callee's samples shared among them.
+    sites.retain(|s| self_samples[s.callee as usize] > 0 && s.caller != s.callee);
+    sites.sort_unstable_by_key(|s| (s.callee, s.caller, s.at));
+    let mut edges = Vec::new();
+    for of_callee in sites.chunk_by(|a, b| a.callee == b.callee) {
+        let callee = of_callee[0].callee;
+        share(
+            self_samples[callee as usize],
+            of_callee,
+            self_samples,
+            &mut edges,
+        );
+    }
+    edges.sort_unstable_by_key(|e| (e.caller, e.callee));
+    edges
+}
+
+/// Shares `samples` of one callee among its call sites (sorted by caller) by heat, else by the
+/// callers' own samples; rounds so that the weights add up to `samples`.
+fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edge>) {
+    let by_caller: Vec<(u32, u64, u64)> = sites
+        .chunk_by(|a, b| a.caller == b.caller)
+        .map(|s| {
+            let hottest = s.iter().max_by_key(|x| (x.heat, std::cmp::Reverse(x.at)));
+            let at = hottest.map_or(s[0].at, |x| x.at);
+            (s[0].caller, s.iter().map(|x| x.heat).sum::<u64>(), at)
+        })
+        .collect();
+    let heat_of = |&(caller, heat, _): &(u32, u64, u64)| {
+        if by_caller.iter().any(|c| c.1 > 0) {
+            heat
+        } else {
+            self_samples[caller as usize]
+        }
+    };
+    let total: u128 = by_caller.iter().map(|c| u128::from(heat_of(c))).sum();
+    if total == 0 {
+        return;
+    }
+    // Largest remainders: the weights are whole samples and add up to the callee's.
+    let mut parts: Vec<(u64, u128, usize)> = by_caller
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let exact = u128::from(samples) * u128::from(heat_of(c));
+            ((exact / total) as u64, exact % total, i)
+        })
+        .collect();
+    let given: u64 = parts.iter().map(|p| p.0).sum();
+    parts.sort_unstable_by_key(|p| (std::cmp::Reverse(p.1), p.2));
+    for p in parts.iter_mut().take((samples - given) as usize) {
+        p.0 += 1;
+    }
+    parts.sort_unstable_by_key(|p| p.2);
+    for (weight, _, i) in parts {
+        let (caller, _, site) = by_caller[i];
+        if weight > 0 {
+            edges.push(Edge {
+                caller,
+                callee: sites[0].callee,
+                site,
+                weight,
+            });
+        }
+    }
+}
+
+/// The direct calls and tail jumps of function `f` to other functions' entries, each with the
+/// samples of the straight run of code it ends and of the run after it.
+fn sites_of(
+    f: u32,
+    func: &Function,
+    index: &FunctionIndex,
+    code: &Code,
+    ip_samples: &[(u64, u64)],
+    sites: &mut Vec<Site>,
+) {
+    let bytes = code.bytes(func.start.0, func.size as usize);
+    let mut decoder = Decoder::with_ip(64, bytes, func.start.0, DecoderOptions::NONE);
+    let mut insn = Instruction::default();
+    let mut runs: Vec<Run> = Vec::new();
+    let mut run_start = func.start.0;
+    while decoder.can_decode() {
+        decoder.decode_out(&mut insn);
+        let flow = insn.flow_control();
+        let site = match flow {
+            FlowControl::Next => continue,
+            FlowControl::Call
+            | FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch => index
+                .starting_at(insn.near_branch_target())
+                .filter(|&callee| callee != f)
+                .map(|callee| RunEnd {
+                    callee,
+                    at: insn.next_ip() - 1,
+                    is_call: flow == FlowControl::Call,
+                }),
+            _ => None,
+        };
+        runs.push(Run {
+            start: run_start,
+            end: insn.next_ip(),
+            site,
+        });
+        run_start = insn.next_ip();
+    }
+    runs.push(Run {
+        start: run_start,
+        end: func.end().0,
+        site: None,
+    });
+    let samples_in = |run: &Run| -> u64 {
+        let from = ip_samples.partition_point(|&(ip, _)| ip < run.start);
+        ip_samples[from..]
+            .iter()
+            .take_while(|&&(ip, _)| ip < run.end)
+            .map(|&(_, n)| n)
+            .sum()
+    };
+    for (i, run) in runs.iter().enumerate() {
+        let Some(end) = run.site else {
+            continue;
+        };
+        let after = match runs.get(i + 1) {
+            Some(next) if end.is_call => samples_in(next),
+            _ => 0,
+        };
+        sites.push(Site {
+            caller: f,
+            callee: end.callee,
+            at: end.at,
+            heat: samples_in(run) + after,
+        });
+    }
+}
+
+/// A run of straight-line code, `[start, end)`, and the call or jump to a function that ends
+/// it, if one does.
+struct Run {
+    start: u64,
+    end: u64,
+    site: Option<RunEnd>,
+}
+
+#[derive(Clone, Copy)]
+struct RunEnd {
+    callee: u32,
+    /// The instruction's last byte.
+    at: u64,
+    /// A call, whose callee returns into the next run (a jump's does not).
+    is_call: bool,
+}
+
+#[cfg(test)]
+#[path = "inferred_tests.rs"]
+mod tests;
