@@ -12,7 +12,9 @@ use tempfile::TempDir;
 
 mod common;
 
-use common::{gcc, perf_record_with, profile_json, record_until_enough, run, stdout};
+use common::{
+    gcc, hottext, json, perf_record_with, profile_json, record_until_enough, run, stdout,
+};
 
 const PROGRAM: &str = r#"
 #include <stdio.h>
@@ -132,6 +134,32 @@ fn stack_samples_put_each_leaf_under_the_function_that_jumped_to_its_caller() {
     let tail = v["calls_tail"].as_u64().unwrap() as f64;
     assert!(tail > 0.9 * v["calls"].as_u64().unwrap() as f64, "{v}");
     assert_eq!(v["calls_tail_undecided"].as_u64(), Some(0), "{v}");
+
+    // The doctor reads the share from the profile's headers.
+    let doctor = json(&hottext(
+        &[
+            "doctor",
+            "--binary",
+            "tail",
+            "--profile",
+            "tail.profile",
+            "--json",
+        ],
+        dir.path(),
+    ));
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "call graph")
+        .unwrap_or_else(|| panic!("no call graph check: {doctor}"));
+    let value = check["value"].as_str().unwrap();
+    let percent: f64 = value
+        .split_once("; ")
+        .and_then(|(_, rest)| rest.split('%').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no share in {value}"));
+    assert!(percent > 90.0, "{value}");
 }
 
 #[test]

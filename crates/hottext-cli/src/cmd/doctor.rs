@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{Binary, BinaryError};
+use hottext::diagnose::profile::call_graph;
 use hottext::diagnose::{binary, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
 use hottext::layout::metrics::Metrics;
@@ -128,6 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         checks.extend(binary::checks(b));
         if let Some(profile) = profile(&args, b, cancel, &mut checks)? {
             // Matched once (by name, then by code): both checks judge the same placement.
+            checks.push(call_graph(&profile));
             let placed = placed_in(&profile, b, || fingerprints(b).unwrap_or_default());
             let (check, map) = binary::spread(b, &placed);
             hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);

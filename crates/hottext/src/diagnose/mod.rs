@@ -7,6 +7,7 @@ pub mod binary;
 pub mod front_end;
 pub mod pmd;
 pub mod process;
+pub mod profile;
 pub mod system;
 
 use serde::Serialize;
@@ -25,7 +26,7 @@ pub enum Status {
 /// One line of the doctor's report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
-    /// `binary`, `front-end`, `huge-pages` or `service`.
+    /// `binary`, `profile`, `front-end`, `huge-pages` or `service`.
     pub area: &'static str,
     pub name: String,
     pub status: Status,

@@ -61,6 +61,18 @@ use crate::os::proc::Pid;
 
 pub use mappings::MatchedBy;
 
+/// Header keys of the profiles [`read`] makes, beside the graph format's own.
+pub mod header {
+    /// What the edges come from: [`super::SampleKind`].
+    pub const SAMPLE_KIND: &str = "sample-kind";
+    /// Of the call weight, how much went through tail calls (`Stats::calls_tail`).
+    pub const TAIL_CALL_WEIGHT: &str = "tail-call-weight";
+    /// Stack samples whose caller tail calls left undecided (`Stats::calls_tail_undecided`).
+    pub const TAIL_CALL_UNDECIDED: &str = "tail-call-undecided";
+    /// Present when the edges were inferred from the code (a recording without stacks).
+    pub const EDGES: &str = "edges";
+}
+
 /// Choices for [`read`].
 #[derive(Debug, Clone, Default)]
 pub struct Options {

@@ -6,6 +6,7 @@ use foldhash::HashMap;
 use super::callers::{Callers, Found, Hop};
 use super::code::{Branch, Code};
 use super::function_index::FunctionIndex;
+use super::header;
 use super::inferred;
 use super::tally::PairCounts;
 use super::{SampleKind, Stats};
@@ -224,9 +225,13 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     }
     let name = binary.path.file_name().unwrap_or(binary.path.as_os_str());
     b.header("binary", name.to_string_lossy());
-    b.header("sample-kind", kind);
-    if kind == SampleKind::Plain {
-        b.header("edges", "inferred from the code");
+    b.header(header::SAMPLE_KIND, kind);
+    match kind {
+        SampleKind::Plain => b.header(header::EDGES, "inferred from the code"),
+        SampleKind::Stack | SampleKind::Branch => {
+            b.header(header::TAIL_CALL_WEIGHT, stats.calls_tail);
+            b.header(header::TAIL_CALL_UNDECIDED, stats.calls_tail_undecided);
+        }
     }
     b.header("samples", stats.samples_in_binary);
     b.header("event", &stats.event);

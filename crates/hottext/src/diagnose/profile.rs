@@ -1,0 +1,88 @@
+//! What a profile's call graph came from, as its headers say (`hottext profile` writes them):
+//! stacks, branch records, or edges inferred from the code, and how much of the call weight
+//! went through tail calls, which frame-pointer stacks alone get wrong.
+
+use super::{Check, Status};
+use crate::graph::Graph;
+use crate::profile::header::{SAMPLE_KIND, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT};
+/// Tail calls left undecided beyond this share of the call weight deserve a warning.
+const UNDECIDED_WARNING: f64 = 0.05;
+
+/// One check on the call graph's source. For a merged profile the headers are its newest
+/// part's.
+pub fn call_graph(profile: &Graph) -> Check {
+    let name = "call graph";
+    let kind = profile.header(SAMPLE_KIND).unwrap_or("unknown");
+    if kind == "plain" {
+        return Check::new(
+            "profile",
+            name,
+            Status::Warn,
+            "edges inferred from the code (a recording without stacks)",
+        )
+        .remedy("record stacks for measured edges: hottext record (frame pointers, or DWARF without them)");
+    }
+    let calls: u64 = profile.calls().iter().map(|c| c.weight).sum();
+    let number = |key| profile.header(key).and_then(|v| v.parse::<u64>().ok());
+    let (Some(tail), Some(undecided)) = (number(TAIL_CALL_WEIGHT), number(TAIL_CALL_UNDECIDED))
+    else {
+        return Check::new(
+            "profile",
+            name,
+            Status::Info,
+            format!("{kind}; the profile does not say how much went through tail calls (made by an older hottext)"),
+        );
+    };
+    let share = |n: u64| 100.0 * n as f64 / calls.max(1) as f64;
+    let value = format!(
+        "{kind}; {:.1}% of the call weight went through tail calls (followed in the code), {undecided} samples undecided",
+        share(tail)
+    );
+    if (undecided as f64) > UNDECIDED_WARNING * calls.max(1) as f64 {
+        return Check::new("profile", name, Status::Warn, value).remedy(
+            "tail calls through shared code left callers undecided: build with -fno-optimize-sibling-calls, or record branch records (LBR) where the CPU has them",
+        );
+    }
+    Check::new("profile", name, Status::Info, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(headers: &[(&str, &str)]) -> Graph {
+        let mut text = String::from("# hottext profile v2\n");
+        for (k, v) in headers {
+            text.push_str(&format!("# {k}: {v}\n"));
+        }
+        text.push_str("fn a 16 1\nfn b 16 100\ncall a b 100\n");
+        Graph::read(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn reports_the_tail_call_share_and_warns_when_many_are_undecided() {
+        let c = call_graph(&graph(&[
+            (SAMPLE_KIND, "stack"),
+            (TAIL_CALL_WEIGHT, "40"),
+            (TAIL_CALL_UNDECIDED, "0"),
+        ]));
+        assert_eq!(c.status, Status::Info);
+        assert!(c.value.contains("40.0% of the call weight"), "{}", c.value);
+        let c = call_graph(&graph(&[
+            (SAMPLE_KIND, "stack"),
+            (TAIL_CALL_WEIGHT, "0"),
+            (TAIL_CALL_UNDECIDED, "30"),
+        ]));
+        assert_eq!(c.status, Status::Warn);
+    }
+
+    #[test]
+    fn inferred_edges_and_old_profiles_are_named() {
+        assert_eq!(
+            call_graph(&graph(&[(SAMPLE_KIND, "plain")])).status,
+            Status::Warn
+        );
+        let c = call_graph(&graph(&[(SAMPLE_KIND, "stack")]));
+        assert!(c.value.contains("older hottext"), "{}", c.value);
+    }
+}
