@@ -80,7 +80,7 @@ impl Code {
                 .filter(|&at| at < bytes.len() as u64)
             {
                 let at = at as usize;
-                return &bytes[at..(at + n).min(bytes.len())];
+                return &bytes[at..at.saturating_add(n).min(bytes.len())];
             }
         }
         &[]
