@@ -317,6 +317,13 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
             st.branches_unclassified
         )?;
     }
+    if st.sample_kind == SampleKind::Dwarf {
+        writeln!(
+            err,
+            "  not unwound       {} return addresses beyond perf's stack copy, {} other failures",
+            st.stacks_too_short, st.unwind_failed
+        )?;
+    }
     writeln!(err, "  calls w/o symbol  {}", st.calls_unresolved)?;
     writeln!(err, "  lost samples      {}", st.lost_samples)?;
     writeln!(

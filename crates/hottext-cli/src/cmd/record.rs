@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
+use hottext::binary::Binary;
+use hottext::diagnose::binary::frame_pointer_share;
 use hottext::measure::cancel;
 use hottext::os::proc::Pid;
 use hottext::profile::record::{
@@ -27,7 +29,8 @@ const TICK: Duration = Duration::from_millis(100);
 /// Sample a program with perf: call stacks, or branch records where the CPU has them
 ///
 /// Chooses what this machine supports and says why: branch records of calls (LBR) when the PMU
-/// has them, else call stacks by frame pointers; the hardware cycle counter, else the software
+/// has them, else call stacks by frame pointers, or by DWARF unwinding (perf copies each
+/// sample's stack; it costs more) when the program was built without frame pointers; the hardware cycle counter, else the software
 /// clock; and, to keep the cost to the program small, CPU-wide sampling of the CPUs it runs on
 /// rather than per-process events: --cpu N pins a --pid process to CPU N while recording, or
 /// runs a command pinned to CPU N (under `taskset -c N`), and samples only that CPU. Without
@@ -67,7 +70,8 @@ pub struct Args {
     /// Samples per second per CPU (capped by kernel.perf_event_max_sample_rate).
     #[arg(short = 'F', long, value_name = "HZ")]
     frequency: Option<u32>,
-    /// Force call stacks or branch records instead of the best this machine has.
+    /// Force call stacks (frame pointers or DWARF unwinding) or branch records instead of the
+    /// best this machine and program allow.
     #[arg(long, value_enum)]
     sampling: Option<SamplingArg>,
     /// Use per-process events (perf -p) even where CPU-wide sampling would do.
@@ -85,6 +89,9 @@ pub struct Args {
 enum SamplingArg {
     /// Call stacks by frame pointers
     Stack,
+    /// Call stacks by DWARF unwinding (perf --call-graph dwarf): for programs without frame
+    /// pointers
+    Dwarf,
     /// Branch records of calls (LBR)
     Branch,
     /// Samples without stacks: the cheapest; `profile` infers the edges from the code
@@ -130,6 +137,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Target::Command(_) => affinity(std::process::id() as i32)
             .context("cannot read this process's CPU affinity")?,
     };
+    // Whether the program keeps frame pointers decides how stacks are unwound.
+    let frame_pointer_share = program(&target)
+        .and_then(|p| Binary::open(&p).ok())
+        .and_then(|b| frame_pointer_share(&b));
     let request = Request {
         target,
         output: args.output.clone(),
@@ -141,7 +152,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             SamplingArg::Stack => SampleKind::Stack,
             SamplingArg::Branch => SampleKind::Branch,
             SamplingArg::Plain => SampleKind::Plain,
+            SamplingArg::Dwarf => SampleKind::Dwarf,
         }),
+        frame_pointer_share,
     };
     let plan = plan(&request, &machine, &runs_on)?;
     describe(&plan)?;
@@ -211,6 +224,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The executable of the target: the process's, or the command's (found on PATH as the shell
+/// would); `None` when it cannot be found.
+fn program(target: &Target) -> Option<PathBuf> {
+    let name = match target {
+        Target::Pid(pid) => return Some(PathBuf::from(format!("/proc/{pid}/exe"))),
+        Target::Command(cmd) => PathBuf::from(cmd.first()?),
+    };
+    if name.components().count() > 1 {
+        return Some(name);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(&name))
+        .find(|p| p.is_file())
+}
+
 fn scope(scope: &Scope) -> String {
     match scope {
         Scope::Cpus(cpus) => format!("cpus {cpus}"),
@@ -225,6 +253,7 @@ fn describe(plan: &Plan) -> anyhow::Result<()> {
         SampleKind::Stack => "call stacks (frame pointers)",
         SampleKind::Branch => "branch records of calls (LBR)",
         SampleKind::Plain => "samples without stacks",
+        SampleKind::Dwarf => "call stacks (DWARF unwinding)",
     };
     writeln!(
         err,

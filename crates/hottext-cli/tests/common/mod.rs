@@ -178,8 +178,8 @@ pub fn perf_record(dir: &Path, prog: &Path, args: &[&str]) -> PathBuf {
     perf_record_with(dir, prog, &["-g"], args)
 }
 
-/// Records `prog args` on the software clock at 4999 Hz, with `how` (`-g`, or none for samples
-/// without stacks).
+/// Records `prog args` on the software clock at 4999 Hz, with `how` (`-g`,
+/// `--call-graph dwarf`, or nothing for samples without stacks).
 pub fn perf_record_with(dir: &Path, prog: &Path, how: &[&str], args: &[&str]) -> PathBuf {
     require_perf();
     let data = dir.join(format!(

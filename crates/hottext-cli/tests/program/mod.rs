@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{gcc, hottext, perf_record, record_until_enough, stderr};
+use crate::common::{gcc, hottext, perf_record_with, record_until_enough, stderr};
 
 /// `main` calls `hot` in a loop, `hot` calls `leaf`.
 pub const PROGRAM: &str = r#"
@@ -87,8 +87,14 @@ pub fn build(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
 /// Records `prog` (which works for the seconds it is given) until the recording holds
 /// [`ENOUGH_SAMPLES`] of it.
 pub fn record(dir: &Path, prog: &Path) -> PathBuf {
+    record_stacks(dir, prog, "fp")
+}
+
+/// [`record`], with perf unwinding stacks by `call_graph` (`fp` or `dwarf`).
+pub fn record_stacks(dir: &Path, prog: &Path, call_graph: &str) -> PathBuf {
     record_until_enough(WORK_SECONDS, |seconds| {
-        let data = perf_record(dir, prog, &[&seconds.to_string()]);
+        let how = ["--call-graph", call_graph];
+        let data = perf_record_with(dir, prog, &how, &[&seconds.to_string()]);
         enough_samples(dir, &data, prog, &[]).map(|()| data)
     })
 }

@@ -15,9 +15,13 @@ const FRAME_PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
 /// `endbr64`, which may come first.
 const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 
+/// From this share of functions with a frame-pointer prologue on, the binary counts as built
+/// with frame pointers (perf's `--call-graph fp` finds callers); below, not.
+pub const FRAME_POINTERS_KEPT: f64 = 0.5;
+
 /// Share of the binary's functions of 16 bytes or more that start with the frame-pointer
 /// prologue; `None` where the instruction set is not x86-64.
-fn frame_pointer_share(binary: &Binary) -> Option<f64> {
+pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
     if binary.architecture != object::Architecture::X86_64 {
         return None;
     }
@@ -64,7 +68,7 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
         ),
     ));
     out.push(match frame_pointer_share(binary) {
-        Some(share) if share >= 0.5 => Check::new(
+        Some(share) if share >= FRAME_POINTERS_KEPT => Check::new(
             AREA,
             "frame pointers",
             Status::Pass,
@@ -75,7 +79,7 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             "frame pointers",
             Status::Warn,
             format!(
-                "{:.0}% of functions set up a frame: perf's stacks will miss callers",
+                "{:.0}% of functions set up a frame: perf's frame-pointer stacks will miss callers (hottext record uses --call-graph dwarf, which costs more)",
                 100.0 * share
             ),
         )

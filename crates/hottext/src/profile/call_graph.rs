@@ -23,7 +23,8 @@ use super::code::Code;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
 use super::perf_file::{event_name, PerfData};
 use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
-use super::sample::{RecordedBranch, Sample, SampleLayout};
+use super::sample::{RecordedBranch, RegNumbers, Sample, SampleLayout};
+use super::unwind::{CfiUnwinder, Step};
 use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
@@ -47,7 +48,7 @@ pub(super) fn build(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Graph, Stats), ProfileError> {
     let mut perf = PerfData::open(path)?;
-    let (event_index, layout, kind, event) = choose_event(path, &perf)?;
+    let (event_index, layout, kind, event) = choose_event(path, &perf, binary)?;
     let mut reader = Reader {
         binary,
         identity: Identity::new(binary, opts.allow_build_id_mismatch),
@@ -56,6 +57,10 @@ pub(super) fn build(
         event_index,
         layout,
         kind,
+        unwinder: match kind {
+            SampleKind::Dwarf => CfiUnwinder::new(binary),
+            _ => None,
+        },
         mappings: BinaryMappings::default(),
         tally: Tally::default(),
         stats: Stats {
@@ -101,11 +106,12 @@ pub(super) fn build(
 fn choose_event(
     path: &Path,
     perf: &PerfData,
+    binary: &Binary,
 ) -> Result<(usize, SampleLayout, SampleKind, String), ProfileError> {
     let attrs = perf.attributes();
     let plain_only = attrs.iter().all(|d| {
-        SampleLayout::new(&d.attr, perf.endian())
-            .is_some_and(|l| !l.has_branch_stack() && !l.has_callchain())
+        SampleLayout::new(&d.attr, perf.endian(), None)
+            .is_some_and(|l| !l.has_branch_stack() && !l.has_user_stack() && !l.has_callchain())
     });
     for (i, desc) in attrs.iter().enumerate() {
         let event = event_name(desc);
@@ -114,11 +120,14 @@ fn choose_event(
             event: event.clone(),
             problem,
         };
-        let Some(layout) = SampleLayout::new(&desc.attr, perf.endian()) else {
+        let regs = RegNumbers::of(binary.architecture);
+        let Some(layout) = SampleLayout::new(&desc.attr, perf.endian(), regs) else {
             return Err(unsupported("carry counter values (perf record -s)"));
         };
         let kind = if layout.has_branch_stack() {
             SampleKind::Branch
+        } else if layout.has_user_stack() {
+            SampleKind::Dwarf
         } else if layout.has_callchain() {
             SampleKind::Stack
         } else if plain_only {
@@ -147,6 +156,8 @@ struct Reader<'b> {
     event_index: usize,
     layout: SampleLayout,
     kind: SampleKind,
+    /// For [`SampleKind::Dwarf`] samples, on the architectures we unwind.
+    unwinder: Option<CfiUnwinder>,
     mappings: BinaryMappings,
     tally: Tally,
     stats: Stats,
@@ -213,15 +224,50 @@ impl Reader<'_> {
         self.stats.samples_in_binary += 1;
         match self.kind {
             SampleKind::Stack => {
-                // The caller is executing the call instruction, just before the return address.
-                let ret = match return_address.and_then(|r| self.locate(pid, r.wrapping_sub(1))) {
-                    None => NO_CALLER,
-                    Some(UNRESOLVED) => UNRESOLVED,
-                    Some(site) => site + 1,
-                };
+                let ret = self.stated_return(pid, return_address);
                 self.tally.stack_tops.add((ip, ret));
             }
+            SampleKind::Dwarf => {
+                let ret = self.unwound_return(pid, ip, &sample);
+                self.tally.cfi_tops.add((ip, ret));
+            }
             SampleKind::Branch | SampleKind::Plain => self.tally.stack_tops.add((ip, NO_CALLER)),
+        }
+    }
+
+    /// The stated return address (or marker) of runtime return address `ret`.
+    fn stated_return(&self, pid: Pid, ret: Option<u64>) -> u64 {
+        // The caller is executing the call instruction, just before the return address.
+        match ret.and_then(|r| self.locate(pid, r.wrapping_sub(1))) {
+            None => NO_CALLER,
+            Some(UNRESOLVED) => UNRESOLVED,
+            Some(site) => site + 1,
+        }
+    }
+
+    /// The stated return address (or marker) of a DWARF sample at stated address `ip`, by one
+    /// step of unwinding through the binary's CFI.
+    fn unwound_return(&mut self, pid: Pid, ip: u64, sample: &Sample) -> u64 {
+        if ip == UNRESOLVED {
+            return NO_CALLER; // no function to unwind from; counted as unresolved
+        }
+        let (Some(unwinder), Some(regs), Some(stack)) =
+            (self.unwinder.as_mut(), sample.regs_user, sample.stack_user)
+        else {
+            self.stats.unwind_failed += 1;
+            return NO_CALLER;
+        };
+        match unwinder.step(ip, &regs, stack) {
+            Step::Returns(ret) => self.stated_return(pid, Some(ret)),
+            Step::Outermost => NO_CALLER,
+            Step::StackTooShort => {
+                self.stats.stacks_too_short += 1;
+                NO_CALLER
+            }
+            Step::Failed => {
+                self.stats.unwind_failed += 1;
+                NO_CALLER
+            }
         }
     }
 

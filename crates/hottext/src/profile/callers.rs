@@ -7,7 +7,8 @@
 //! to `C`, and a sample in `C` shows `A` as its caller. Taking the stack as it is would put every
 //! leaf of `C` under `A`. So the chain from `T` to `F` is followed through the code:
 //!
-//! - `F` ran with its own frame: the chain is `T` then direct tail jumps to `F`.
+//! - `F` ran with its own frame (or the stack was unwound by CFI, which is exact everywhere):
+//!   the chain is `T` then direct tail jumps to `F`.
 //! - `F` had no frame of its own (its entry or `ret`, or a frameless leaf; see `frames.rs`): the
 //!   frame below is its caller's, so the chain from `T` holds exactly one direct call, with tail
 //!   jumps before or after it. When `T` has no tail jumps and does not call `F` directly, `T`
@@ -92,11 +93,13 @@ impl<'a> Callers<'a> {
     }
 
     /// The caller of function `callee`, sampled at `ip`, with `ret` the next frame's return
-    /// address (all stated addresses in the binary).
-    pub fn of_stack(&mut self, callee: u32, ip: u64, ret: u64) -> Found {
+    /// address (all stated addresses in the binary). `exact` when `ret` is known to be the
+    /// function's own (unwound by CFI, not by frame pointers).
+    pub fn of_stack(&mut self, callee: u32, ip: u64, ret: u64, exact: bool) -> Found {
         let func = &self.functions[callee as usize];
         let entered = self.code.direct_call_before(ret);
-        let framed = entered == Some(func.start.0)
+        let framed = exact
+            || entered == Some(func.start.0)
             || self
                 .frames
                 .has_own_frame(&self.code, callee as usize, func, StatedAddr(ip));

@@ -153,7 +153,7 @@ const IN_Z: u64 = 0x1285;
 fn found(ip_in: u32, ip: u64, ret: u64) -> Found {
     let (functions, code) = program();
     let index = FunctionIndex::new(&functions);
-    Callers::new(&functions, &index, code).of_stack(ip_in, ip, ret)
+    Callers::new(&functions, &index, code).of_stack(ip_in, ip, ret, false)
 }
 
 #[test]
@@ -228,12 +228,29 @@ fn pointers_and_stubs_leave_nothing_to_follow() {
 }
 
 #[test]
+fn a_stack_unwound_by_cfi_needs_no_frame_repair_but_follows_tail_jumps() {
+    let (functions, code) = program();
+    let index = FunctionIndex::new(&functions);
+    let mut callers = Callers::new(&functions, &index, code);
+    // At C's first byte CFI finds C's own return address: after K's call of B, which jumped.
+    assert_eq!(
+        callers.of_stack(C, 0x1080, 0x1309, true),
+        caller(tail(B, C, 0x1044), true)
+    );
+    // At the frameless leaf, CFI finds its return address in C.
+    assert_eq!(
+        callers.of_stack(LEAF, IN_LEAF, 0x1089, true),
+        caller(call(C, LEAF, Some(0x1088)), false)
+    );
+}
+
+#[test]
 fn without_code_the_stack_is_taken_as_unwound() {
     let (functions, _) = program();
     let index = FunctionIndex::new(&functions);
     let mut callers = Callers::new(&functions, &index, Code::None);
     assert_eq!(
-        callers.of_stack(LEAF, IN_LEAF, AFTER_T2_IN_G),
+        callers.of_stack(LEAF, IN_LEAF, AFTER_T2_IN_G, false),
         caller(call(4, LEAF, Some(AFTER_T2_IN_G - 1)), false)
     );
 }

@@ -12,12 +12,15 @@
 //!   on x86-64 the real caller is recovered from the direct call that entered it. Tail calls
 //!   (a `jmp` to another function, which leaves no frame) are followed through the code from
 //!   the call that the return address names, so the edge comes from the function that jumped;
+//! - user stacks (`perf record --call-graph dwarf`): the same two frames, the return address
+//!   found by one step of unwinding through the binary's CFI (`unwind.rs`) from the sampled
+//!   registers and stack copy. CFI is exact at every instruction, so no frame repair is needed;
+//!   tail calls are followed as for frame pointers;
 //! - branch records (`perf record -j any_call`, or `-b` / `-j any` with any filter): a self
 //!   sample for the sampled address, and one unit of weight for each record whose source and
 //!   target are both in the binary and which is a call, or a jump to another function's entry
 //!   (a tail call). Jumps within a function and returns are counted, not edges. What a record
-//!   is comes from the branch filter (calls only), perf's saved branch type, or the code.
-//!
+//!   is comes from the branch filter (calls only), perf's saved branch type, or the code;
 //! - plain samples (`perf record` without `-g`): a self sample for the sampled address, and
 //!   edges inferred from the binary's direct calls (`inferred.rs`), marked so in the header.
 //!
@@ -49,6 +52,7 @@ pub mod record;
 mod resolve;
 mod sample;
 mod tally;
+mod unwind;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -94,6 +98,9 @@ pub enum SampleKind {
     /// Samples without stacks or branch records (`perf record` without `-g`): edges inferred
     /// from the binary's direct calls.
     Plain,
+    /// User registers and stack copies (`--call-graph dwarf`), unwound one frame by the
+    /// binary's CFI: top two frames, exact at every instruction.
+    Dwarf,
 }
 
 impl fmt::Display for SampleKind {
@@ -102,6 +109,7 @@ impl fmt::Display for SampleKind {
             SampleKind::Stack => "stack",
             SampleKind::Branch => "branch",
             SampleKind::Plain => "plain",
+            SampleKind::Dwarf => "dwarf",
         })
     }
 }
@@ -159,6 +167,13 @@ pub struct Stats {
     /// Branch records that neither the filter, nor a saved type, nor the code (not x86-64)
     /// could classify: no edge.
     pub branches_unclassified: u64,
+    /// DWARF samples in the binary whose return address lay beyond perf's copy of the stack
+    /// (a frame larger than `--call-graph dwarf,SIZE`): no edge.
+    pub stacks_too_short: u64,
+    /// DWARF samples in the binary that could not be unwound (a register missing from the
+    /// sample, no progress by the unwinding rule, or an architecture other than x86-64 and
+    /// aarch64): no edge.
+    pub unwind_failed: u64,
     /// Samples the kernel dropped (perf's LOST and LOST_SAMPLES records).
     pub lost_samples: u64,
     /// Times the kernel throttled sampling because it took too long.

@@ -23,6 +23,9 @@ pub(super) const UNRESOLVED: u64 = u64::MAX - 1;
 pub(super) struct Tally {
     /// (innermost frame, return address or a marker) of stack samples.
     pub stack_tops: PairCounts,
+    /// The same of samples unwound by CFI (`--call-graph dwarf`): their return address is the
+    /// sampled function's own at every instruction, so no frame repair applies to them.
+    pub cfi_tops: PairCounts,
     /// (source, target) of branch records, by what the recording says the source is.
     pub branches: [PairCounts; 3],
 }
@@ -88,7 +91,13 @@ pub(super) fn resolve(
     // Without stacks, each sampled address, for the inference.
     let mut ip_samples = Vec::new();
 
-    for ((ip, ret), n) in tally.stack_tops.into_sorted() {
+    let by_frame_pointers = tally
+        .stack_tops
+        .into_sorted()
+        .into_iter()
+        .map(|t| (t, false));
+    let by_cfi = tally.cfi_tops.into_sorted().into_iter().map(|t| (t, true));
+    for (((ip, ret), n), unwound_by_cfi) in by_frame_pointers.chain(by_cfi) {
         let Some(callee) = index.at(ip) else {
             stats.samples_unresolved += n;
             continue;
@@ -100,7 +109,7 @@ pub(super) fn resolve(
         let found = match ret {
             NO_CALLER => continue,
             UNRESOLVED => Found::Unresolved,
-            ret => callers.of_stack(callee, ip, ret),
+            ret => callers.of_stack(callee, ip, ret, unwound_by_cfi),
         };
         match found {
             Found::Caller { hop, through_tail } => {
@@ -228,7 +237,7 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     b.header(header::SAMPLE_KIND, kind);
     match kind {
         SampleKind::Plain => b.header(header::EDGES, "inferred from the code"),
-        SampleKind::Stack | SampleKind::Branch => {
+        SampleKind::Stack | SampleKind::Dwarf | SampleKind::Branch => {
             b.header(header::TAIL_CALL_WEIGHT, stats.calls_tail);
             b.header(header::TAIL_CALL_UNDECIDED, stats.calls_tail_undecided);
         }

@@ -3,7 +3,8 @@
 //! linux-perf-event-reader 0.10 reads the branch stack and throws it away, and it reads
 //! `PERF_SAMPLE_READ` group values in the wrong order; branch-record profiles need the branch
 //! stack, so we decode the fields we use, in the order of `perf_event.h`, and stop after the
-//! branch stack. Borrowing the record's bytes keeps this allocation-free.
+//! user registers and stack (`--call-graph dwarf`). Borrowing the record's bytes keeps this
+//! allocation-free.
 
 use crate::os::proc::Pid;
 use linux_perf_data::linux_perf_event_reader::constants::{
@@ -22,6 +23,10 @@ pub(crate) struct SampleLayout {
     branch_calls_only: bool,
     /// perf saved each record's branch type (`save_type`), in a layout we can read.
     branch_types_saved: bool,
+    /// Which user registers a sample carries (`attr.sample_regs_user`), one u64 each in bit order.
+    regs_user_mask: u64,
+    /// perf's numbers of the user registers, for the binary's architecture (if we unwind it).
+    reg_numbers: Option<RegNumbers>,
     big_endian: bool,
 }
 
@@ -69,6 +74,13 @@ pub(crate) struct Sample<'a> {
     pub callchain: Option<U64s<'a>>,
     /// `(from, to)` pairs, newest first.
     pub branches: Option<Branches<'a>>,
+    /// The user registers at the sample (`PERF_SAMPLE_REGS_USER`); none for a kernel thread.
+    pub regs_user: Option<UserRegs<'a>>,
+    /// The copy of the user stack from the stack pointer up (`PERF_SAMPLE_STACK_USER`), cut to
+    /// the bytes the kernel could copy.
+    pub stack_user: Option<&'a [u8]>,
+    /// The event copies user stacks (`--call-graph dwarf`), so its chain has no user frames.
+    pub user_stack_copied: bool,
 }
 
 /// The sample is shorter than its layout says, or uses a field we cannot skip.
@@ -78,7 +90,11 @@ pub(crate) struct Unreadable;
 impl SampleLayout {
     /// `None` when samples carry `PERF_SAMPLE_READ` values: the reader crate drops the
     /// `PERF_FORMAT_LOST` bit that sizes them, so we could not find the fields after them.
-    pub fn new(attr: &PerfEventAttr, endian: Endianness) -> Option<SampleLayout> {
+    pub fn new(
+        attr: &PerfEventAttr,
+        endian: Endianness,
+        reg_numbers: Option<RegNumbers>,
+    ) -> Option<SampleLayout> {
         if attr.sample_format.contains(SampleFormat::READ) {
             return None;
         }
@@ -89,6 +105,8 @@ impl SampleLayout {
             branch_hw_index: filter.contains(BranchSampleFormat::HW_INDEX),
             branch_calls_only: admits_calls_only(filter),
             branch_types_saved: filter.contains(BranchSampleFormat::TYPE_SAVE) && !big_endian,
+            regs_user_mask: attr.sample_regs_user,
+            reg_numbers,
             big_endian,
         })
     }
@@ -119,6 +137,12 @@ impl SampleLayout {
         self.format.contains(SampleFormat::BRANCH_STACK)
     }
 
+    /// Samples carry the user registers and stack for unwinding by CFI (`--call-graph dwarf`).
+    pub fn has_user_stack(&self) -> bool {
+        self.format
+            .contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
+    }
+
     pub fn has_pid(&self) -> bool {
         self.format.contains(SampleFormat::TID)
     }
@@ -141,6 +165,9 @@ impl SampleLayout {
             user_mode: misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_USER,
             callchain: None,
             branches: None,
+            regs_user: None,
+            stack_user: None,
+            user_stack_copied: self.has_user_stack(),
         };
         cur.skip_if(f.contains(SampleFormat::IDENTIFIER), 8)?;
         if f.contains(SampleFormat::IP) {
@@ -180,6 +207,30 @@ impl SampleLayout {
                 },
             });
         }
+        if f.contains(SampleFormat::REGS_USER) {
+            // abi 0 (PERF_SAMPLE_REGS_ABI_NONE): no user context, and no values follow.
+            if cur.u64()? != 0 {
+                let count = u64::from(self.regs_user_mask.count_ones());
+                sample.regs_user = Some(UserRegs {
+                    mask: self.regs_user_mask,
+                    numbers: self.reg_numbers,
+                    values: U64s {
+                        bytes: cur.take_words(count, 1)?,
+                        big_endian: self.big_endian,
+                    },
+                });
+            }
+        }
+        if f.contains(SampleFormat::STACK_USER) {
+            let size = cur.u64()?;
+            if size > 0 {
+                let bytes = cur.take(usize::try_from(size).map_err(|_| Unreadable)?)?;
+                // dyn_size: how much of the copy the kernel could fill (never more than size).
+                let filled =
+                    usize::try_from(cur.u64()?).map_or(bytes.len(), |n| n.min(bytes.len()));
+                sample.stack_user = Some(&bytes[..filled]);
+            }
+        }
         Ok(sample)
     }
 }
@@ -190,6 +241,12 @@ impl Sample<'_> {
     /// the kernel starts at the user address the kernel will return to.
     pub fn top_user_frames(&self) -> [Option<u64>; 2] {
         let mut top = [None, None];
+        if self.user_stack_copied {
+            // `--call-graph dwarf`: the chain holds the kernel's frames only; the user frames
+            // are for us to unwind from these registers, starting at their instruction pointer.
+            top[0] = self.regs_user.and_then(|r| r.get(r.numbers?.ip));
+            return top;
+        }
         let Some(chain) = self.callchain else {
             if self.user_mode {
                 top[0] = self.ip;
@@ -225,6 +282,73 @@ impl<'a> U64s<'a> {
     pub fn iter(self) -> impl Iterator<Item = u64> + 'a {
         let big = self.big_endian;
         self.bytes.chunks_exact(8).map(move |c| word(c, big))
+    }
+}
+
+/// The user registers of one sample, by perf's register numbers for the architecture.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UserRegs<'a> {
+    mask: u64,
+    pub numbers: Option<RegNumbers>,
+    values: U64s<'a>,
+}
+
+/// perf's numbers of the registers an unwinder needs (`arch/*/include/uapi/asm/perf_regs.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RegNumbers {
+    pub ip: u32,
+    pub sp: u32,
+    /// Frame pointer: %rbp, x29.
+    pub fp: u32,
+    /// Link register (aarch64 x30); x86-64 keeps the return address on the stack.
+    pub lr: Option<u32>,
+}
+
+impl RegNumbers {
+    /// The numbers for code of `arch`; `None` where we do not unwind.
+    pub fn of(arch: object::Architecture) -> Option<RegNumbers> {
+        match arch {
+            object::Architecture::X86_64 => Some(RegNumbers {
+                ip: 8,
+                sp: 7,
+                fp: 6,
+                lr: None,
+            }),
+            object::Architecture::Aarch64 => Some(RegNumbers {
+                ip: 32,
+                sp: 31,
+                fp: 29,
+                lr: Some(30),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> UserRegs<'a> {
+    /// Registers as a sample would carry them: `bytes` holds one little-endian u64 per bit of
+    /// `mask`, in bit order.
+    #[cfg(test)]
+    pub fn from_bytes(mask: u64, numbers: Option<RegNumbers>, bytes: &'a [u8]) -> UserRegs<'a> {
+        UserRegs {
+            mask,
+            numbers,
+            values: U64s {
+                bytes,
+                big_endian: false,
+            },
+        }
+    }
+
+    /// Register `n`, if the sample carries it: its value is the one after every lower
+    /// register the mask holds.
+    pub fn get(&self, n: u32) -> Option<u64> {
+        let bit = 1u64.checked_shl(n)?;
+        if self.mask & bit == 0 {
+            return None;
+        }
+        let index = (self.mask & (bit - 1)).count_ones() as usize;
+        self.values.iter().nth(index)
     }
 }
 
@@ -310,181 +434,5 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use linux_perf_data::linux_perf_event_reader::constants::{
-        PERF_CONTEXT_KERNEL, PERF_RECORD_MISC_KERNEL,
-    };
-
-    use super::*;
-
-    fn layout(format: SampleFormat, hw_index: bool) -> SampleLayout {
-        SampleLayout {
-            format,
-            branch_hw_index: hw_index,
-            branch_calls_only: false,
-            branch_types_saved: true,
-            big_endian: false,
-        }
-    }
-
-    fn bytes(words: &[u64]) -> Vec<u8> {
-        words.iter().flat_map(|w| w.to_le_bytes()).collect()
-    }
-
-    const USER: u16 = PERF_RECORD_MISC_USER;
-
-    #[test]
-    fn reads_pid_and_callchain_of_a_perf_record_g_sample() {
-        // perf record -g: IP|TID|TIME|CALLCHAIN|PERIOD
-        let f = SampleFormat::IP
-            | SampleFormat::TID
-            | SampleFormat::TIME
-            | SampleFormat::CALLCHAIN
-            | SampleFormat::PERIOD;
-        let pid_tid = 42u64 | (43 << 32);
-        let body = bytes(&[
-            0x1010,
-            pid_tid,
-            777,
-            5000,
-            3,
-            PERF_CONTEXT_USER,
-            0x1010,
-            0x2020,
-        ]);
-        let s = layout(f, false).decode(USER, &body).unwrap();
-        assert_eq!((s.pid, s.ip, s.time), (Some(42), Some(0x1010), Some(777)));
-        assert_eq!(
-            s.callchain.unwrap().iter().collect::<Vec<_>>(),
-            [PERF_CONTEXT_USER, 0x1010, 0x2020]
-        );
-        assert_eq!(s.top_user_frames(), [Some(0x1010), Some(0x2020)]);
-    }
-
-    #[test]
-    fn kernel_frames_are_skipped_to_the_user_part() {
-        let f = SampleFormat::IP | SampleFormat::CALLCHAIN;
-        let body = bytes(&[
-            0xffff_ffff_8100_0000,
-            5,
-            PERF_CONTEXT_KERNEL,
-            0xffff_ffff_8100_0000,
-            PERF_CONTEXT_USER,
-            0x4000,
-            0x5000,
-        ]);
-        let s = layout(f, false)
-            .decode(PERF_RECORD_MISC_KERNEL, &body)
-            .unwrap();
-        assert!(!s.user_mode);
-        assert_eq!(s.top_user_frames(), [Some(0x4000), Some(0x5000)]);
-    }
-
-    #[test]
-    fn kernel_only_sample_has_no_user_frames() {
-        let f = SampleFormat::IP | SampleFormat::CALLCHAIN;
-        let body = bytes(&[
-            0xffff_ffff_8100_0000,
-            2,
-            PERF_CONTEXT_KERNEL,
-            0xffff_ffff_8100_0000,
-        ]);
-        let s = layout(f, false)
-            .decode(PERF_RECORD_MISC_KERNEL, &body)
-            .unwrap();
-        assert_eq!(s.top_user_frames(), [None, None]);
-    }
-
-    #[test]
-    fn sample_without_callchain_uses_its_ip() {
-        let body = bytes(&[0x4000]);
-        let s = layout(SampleFormat::IP, false).decode(USER, &body).unwrap();
-        assert_eq!(s.top_user_frames(), [Some(0x4000), None]);
-    }
-
-    #[test]
-    fn decodes_branch_stack_after_raw_data_with_hw_index() {
-        // perf record -j any_call with a raw payload in front, as the kernel lays it out.
-        let f = SampleFormat::IP | SampleFormat::RAW | SampleFormat::BRANCH_STACK;
-        let mut body = bytes(&[0x4000]);
-        body.extend_from_slice(&4u32.to_le_bytes());
-        body.extend_from_slice(&[0xaa; 4]);
-        body.extend(bytes(&[
-            2, 99, /* hw_idx */
-            0x1100, 0x2000, 0, 0x2100, 0x3000, 0,
-        ]));
-        let s = layout(f, true).decode(USER, &body).unwrap();
-        assert_eq!(
-            s.branches.unwrap().iter().collect::<Vec<_>>(),
-            [(0x1100, 0x2000, 0), (0x2100, 0x3000, 0)]
-        );
-    }
-
-    #[test]
-    fn branch_stack_without_hw_index() {
-        let f = SampleFormat::TID | SampleFormat::BRANCH_STACK;
-        let body = bytes(&[7, 1, 0x1100, 0x2000, 0x3]);
-        let s = layout(f, false).decode(USER, &body).unwrap();
-        assert_eq!(s.pid, Some(7));
-        assert_eq!(
-            s.branches.unwrap().iter().collect::<Vec<_>>(),
-            [(0x1100, 0x2000, 0x3)]
-        );
-    }
-
-    #[test]
-    fn a_branch_record_is_what_the_filter_or_its_saved_type_says() {
-        use BranchSampleFormat as F;
-        assert!(admits_calls_only(F::USER | F::ANY_CALL));
-        assert!(admits_calls_only(F::CALL | F::IND_CALL | F::HW_INDEX));
-        assert!(!admits_calls_only(F::USER | F::ANY)); // perf record -b
-        assert!(!admits_calls_only(F::ANY_CALL | F::ANY_RETURN));
-        assert!(!admits_calls_only(F::USER));
-
-        let mut l = layout(SampleFormat::BRANCH_STACK, false);
-        // Type bits over mispred/predicted and some cycles, as the kernel writes them.
-        let typed = |t: u64| (t << BRANCH_TYPE_SHIFT) | (7 << 4) | 0b10;
-        let kinds = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15].map(|t| l.recorded_branch(typed(t)));
-        use RecordedBranch::*;
-        assert_eq!(
-            kinds,
-            [Unknown, Jump, Jump, Jump, Call, Call, Return, Other, Call, Return, Other, Unknown]
-        );
-        l.branch_types_saved = false;
-        assert_eq!(l.recorded_branch(typed(4)), Unknown);
-        l.branch_calls_only = true;
-        assert_eq!(l.recorded_branch(typed(2)), Call);
-    }
-
-    #[test]
-    fn big_endian_records_are_read_in_their_byte_order() {
-        let mut l = layout(SampleFormat::IP | SampleFormat::CALLCHAIN, false);
-        l.big_endian = true;
-        let body: Vec<u8> = [0x4000u64, 1, 0x4000]
-            .iter()
-            .flat_map(|w| w.to_be_bytes())
-            .collect();
-        let s = l.decode(USER, &body).unwrap();
-        assert_eq!(s.top_user_frames(), [Some(0x4000), None]);
-    }
-
-    #[test]
-    fn short_or_lying_records_are_unreadable_not_a_panic() {
-        let f = SampleFormat::IP | SampleFormat::CALLCHAIN;
-        let l = layout(f, false);
-        assert_eq!(l.decode(USER, &[1, 2, 3]).unwrap_err(), Unreadable);
-        assert_eq!(
-            l.decode(USER, &bytes(&[0x4000, 3, 1])).unwrap_err(),
-            Unreadable
-        );
-        assert_eq!(
-            l.decode(USER, &bytes(&[0x4000, u64::MAX])).unwrap_err(),
-            Unreadable
-        );
-        let b = layout(SampleFormat::BRANCH_STACK, false);
-        assert_eq!(
-            b.decode(USER, &bytes(&[u64::MAX / 8])).unwrap_err(),
-            Unreadable
-        );
-    }
-}
+#[path = "sample_tests.rs"]
+mod tests;

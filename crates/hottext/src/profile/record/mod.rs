@@ -4,7 +4,9 @@
 //!
 //! 1. What to sample: branch records filtered to calls (`-j any_call,u`) when the PMU has them
 //!    (the paper's LBR profiles), else call stacks by frame pointers (`--call-graph fp`), which
-//!    work in VMs and on AMD and Arm.
+//!    work in VMs and on AMD and Arm; for a program built without frame pointers (fewer than
+//!    half its functions set one up, as the doctor counts them), perf copies each sample's
+//!    stack (`--call-graph dwarf`, about 90 times the data) for `hottext profile` to unwind.
 //! 2. The event: `cycles:u` with a hardware PMU, else the software clock `cpu-clock:u`. User
 //!    space only: kernel frames are never used, and unwinding them costs.
 //! 3. How: sample the CPUs the program may run on (`-a -C LIST`) rather than the process
@@ -72,6 +74,10 @@ pub struct Request {
     pub per_process: bool,
     /// Force call stacks or branch records instead of the machine's best.
     pub sampling: Option<SampleKind>,
+    /// Share of the program's functions that set up a frame pointer
+    /// ([`crate::diagnose::binary::frame_pointer_share`]); `None` when not known. Below
+    /// [`crate::diagnose::binary::FRAME_POINTERS_KEPT`], stacks are unwound by DWARF CFI.
+    pub frame_pointer_share: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]

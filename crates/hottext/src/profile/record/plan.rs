@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Machine, RecordError, Request, Scope, Target, DEFAULT_FREQUENCY, MAX_CPU_WIDE};
+use crate::diagnose::binary::FRAME_POINTERS_KEPT;
 use crate::os::cpus::CpuSet;
 use crate::os::shell;
 use crate::profile::SampleKind;
@@ -20,6 +21,8 @@ pub struct Plan {
     pub frequency: u32,
     pub scope: Scope,
     pub pin_cpu: Option<u32>,
+    /// perf's ring buffer per CPU (`-m`), where its default would lose samples.
+    pub ring_buffer: Option<&'static str>,
     /// One line per choice, saying why.
     pub reasons: Vec<String>,
 }
@@ -43,13 +46,33 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
             reasons.push("branch records of calls: the PMU records them (LBR)".into());
             SampleKind::Branch
         }
-        (None, false) => {
-            reasons.push(
-                "call stacks by frame pointers: this machine has no branch records of calls".into(),
-            );
-            SampleKind::Stack
-        }
+        (None, false) => match req.frame_pointer_share {
+            Some(share) if share < FRAME_POINTERS_KEPT => {
+                reasons.push(format!(
+                    "call stacks by DWARF unwinding: this machine has no branch records of calls, \
+                     and only {:.0}% of the program's functions set up a frame pointer; {DWARF_COST}",
+                    100.0 * share
+                ));
+                SampleKind::Dwarf
+            }
+            _ => {
+                reasons.push(
+                    "call stacks by frame pointers: this machine has no branch records of calls"
+                        .into(),
+                );
+                SampleKind::Stack
+            }
+        },
     };
+    // 8 KiB of stack a sample fill perf's default 516 KiB buffer in 60 samples: it lost up to
+    // 2 % of them CPU-wide on this project's 2-CPU VM, none with 16 MiB. Above
+    // kernel.perf_event_mlock_kb only root may lock that much.
+    let ring_buffer = (sampling == SampleKind::Dwarf && machine.root).then(|| {
+        reasons.push(
+            "a 16 MiB ring buffer per CPU (perf -m 16M): each sample carries 8 KiB of stack".into(),
+        );
+        "16M"
+    });
     let event = if machine.cycles {
         reasons.push("event cycles:u: the CPU has a hardware cycle counter".into());
         "cycles:u"
@@ -123,15 +146,22 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         frequency,
         scope,
         pin_cpu: req.pin_cpu,
+        ring_buffer,
         reasons,
     })
 }
+
+/// What `--call-graph dwarf` costs, as measured (bench/RESULTS.md).
+const DWARF_COST: &str = "perf copies 8 KiB of stack into each sample: \
+    perf.data grows about 90 times faster (21 MB/s against 0.25 MB/s at 2500 samples/s) and \
+    perf and the kernel take about 2.4 % more CPU; build with -fno-omit-frame-pointer to avoid it";
 
 fn sampling_name(s: SampleKind) -> &'static str {
     match s {
         SampleKind::Stack => "call stacks by frame pointers",
         SampleKind::Branch => "branch records of calls",
         SampleKind::Plain => "samples without stacks (edges inferred from the code)",
+        SampleKind::Dwarf => "call stacks by DWARF unwinding",
     }
 }
 
@@ -150,6 +180,10 @@ impl Plan {
             SampleKind::Stack => args.extend(["--call-graph".into(), "fp".into()]),
             SampleKind::Branch => args.extend(["-j".into(), "any_call,u".into()]),
             SampleKind::Plain => {}
+            SampleKind::Dwarf => args.extend(["--call-graph".into(), "dwarf".into()]),
+        }
+        if let Some(size) = self.ring_buffer {
+            args.extend(["-m".into(), size.into()]);
         }
         match (&self.scope, &self.target) {
             (Scope::Cpus(cpus), _) => {
@@ -231,6 +265,7 @@ mod tests {
             pin_cpu: None,
             per_process: false,
             sampling: None,
+            frame_pointer_share: None,
         }
     }
 
@@ -251,6 +286,36 @@ mod tests {
         assert_eq!(
             args(&p),
             "perf record -o perf.data -e cpu-clock:u -F 4999 --call-graph fp -a -C 0-1 -- ./prog 'a b'"
+        );
+    }
+
+    #[test]
+    fn program_without_frame_pointers_is_unwound_by_dwarf() {
+        let m = machine(false, false, "0-1");
+        let mut r = request(Target::Command(vec!["./prog".into()]));
+        r.frame_pointer_share = Some(0.1);
+        let p = plan(&r, &m, &m.online).unwrap();
+        assert_eq!(p.sampling, SampleKind::Dwarf);
+        assert_eq!(
+            args(&p),
+            "perf record -o perf.data -e cpu-clock:u -F 4999 --call-graph dwarf -m 16M -a -C 0-1 -- ./prog"
+        );
+        assert!(
+            p.reasons[0].contains("10% of the program's functions"),
+            "{:?}",
+            p.reasons
+        );
+        // With frame pointers, or where the program is not known, they are used.
+        for share in [Some(0.9), None] {
+            r.frame_pointer_share = share;
+            assert_eq!(plan(&r, &m, &m.online).unwrap().sampling, SampleKind::Stack);
+        }
+        // Branch records, where the CPU has them, need no stack at all.
+        let lbr = machine(true, true, "0-1");
+        r.frame_pointer_share = Some(0.1);
+        assert_eq!(
+            plan(&r, &lbr, &lbr.online).unwrap().sampling,
+            SampleKind::Branch
         );
     }
 
