@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo clean
+.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo clean
 
 all: build runtime
 
@@ -26,6 +26,11 @@ test: setup-test
 	$(CARGO) test --locked -q -p hottext --no-default-features --lib store:: || status=1; \
 	$(MAKE) --no-print-directory -C runtime test || status=1; \
 	exit $$status
+
+## test-recordings: perf.data files recorded on other machines against perf's own counts. They are
+## not in the repository: HOTTEXT_PERF_FIXTURES names their directory (default ../shared/fixtures/perf).
+test-recordings: setup-test
+	$(CARGO) test --locked -p hottext-cli --test real_recordings -- --ignored
 
 ## lint: formatting and clippy with warnings as errors (the C code builds with -Werror).
 lint: setup-lint

@@ -115,7 +115,6 @@ pub fn perf_data(data: &[u8]) -> bool {
         read,
         Err(ProfileError::Io { .. }
             | ProfileError::NotPerfData { .. }
-            | ProfileError::PipeMode { .. }
             | ProfileError::Truncated { .. }
             | ProfileError::Unfinished { .. }
             | ProfileError::Malformed { .. }

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::os::proc::Pid;
-use hottext::profile::{read, MatchedBy, Options, ProfileError, SampleKind, Stats};
+use hottext::profile::{events, read, Event, MatchedBy, Options, ProfileError, SampleKind, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -30,16 +30,26 @@ const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 /// one per call entry. Samples outside BIN, addresses without a symbol, and records perf lost
 /// are counted and shown.
 ///
+/// Every event with the same kind of call information is used (both PMUs of a hybrid CPU);
+/// branch records win over stacks. `--events` lists the file's events and what their samples
+/// carry, without a binary.
+///
 /// Example:
 ///   hottext profile perf.data --binary ./server -o server.profile
+///   hottext profile perf.data --events
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// The perf.data written by `hottext record` (or `perf record -g`).
+    /// The perf.data written by `hottext record` (or `perf record -g`; `perf record -o -`
+    /// saved to a file is read too).
     perf_data: PathBuf,
     /// The executable whose functions to profile: the one that was recorded, with its symbols.
-    #[arg(long, value_name = "BIN")]
-    binary: PathBuf,
+    #[arg(long, value_name = "BIN", required_unless_present = "events")]
+    binary: Option<PathBuf>,
+    /// List the file's events instead: name, samples, what they carry (fp stack, dwarf
+    /// regs+stack, branch records and their filter, plain samples) and which ones a profile uses.
+    #[arg(long, conflicts_with_all = ["binary", "output", "pid", "allow_build_id_mismatch"])]
+    events: bool,
     /// Write the profile here instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -69,13 +79,16 @@ struct Summary<'a> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.json && args.output.is_none() {
-        bail!("--json prints the figures on stdout; give -o FILE for the profile");
-    }
-    let binary = Binary::open(&args.binary).context("cannot profile")?;
     let bytes = std::fs::metadata(&args.perf_data)
         .with_context(|| format!("cannot read {}", args.perf_data.display()))?
         .len();
+    let Some(binary_path) = &args.binary else {
+        return list_events(&args, bytes);
+    };
+    if args.json && args.output.is_none() {
+        bail!("--json prints the figures on stdout; give -o FILE for the profile");
+    }
+    let binary = Binary::open(binary_path).context("cannot profile")?;
     let bar = progress_bar(bytes);
     let opts = Options {
         allow_build_id_mismatch: args.allow_build_id_mismatch,
@@ -113,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let summary = Summary {
         perf_data: &args.perf_data,
-        binary: &args.binary,
+        binary: binary_path,
         bytes,
         read_seconds,
         functions: graph.funcs().len(),
@@ -121,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         unresolved_fraction: stats.unresolved_fraction(),
         stats: &stats,
     };
-    warn_about(&stats, &graph, &args);
+    warn_about(&stats, &graph, binary_path);
     if args.json {
         output::json(&summary)?;
     } else {
@@ -151,11 +164,23 @@ fn explain(err: ProfileError) -> anyhow::Error {
     }
 }
 
-fn warn_about(stats: &Stats, graph: &Graph, args: &Args) {
-    let bin = args.binary.display();
+fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
+    let bin = binary.display();
     if stats.matched_by.contains(&MatchedBy::Path) {
         output::warn(format!(
             "perf.data holds no build-id for {bin} (or {bin} has none): its samples were matched by path only"
+        ));
+    }
+    if stats.matched_by.contains(&MatchedBy::NameAndCode) {
+        output::warn(format!(
+            "perf.data holds no build-id for {bin} (or {bin} has none): its samples were matched by file name, \
+             at another path whose file has the same code"
+        ));
+    }
+    if stats.matched_by.contains(&MatchedBy::NameOnly) {
+        output::warn(format!(
+            "perf.data holds no build-id for {bin} (or {bin} has none): its samples were matched by file name only; \
+             the recorded path is not on this machine, so the code could not be compared: make sure it is the same build"
         ));
     }
     for other in &stats.other_builds {
@@ -164,10 +189,18 @@ fn warn_about(stats: &Stats, graph: &Graph, args: &Args) {
         } else {
             "left out"
         };
-        output::warn(format!(
-            "{} has build-id {}, not {bin}'s: {what}",
-            other.path, other.build_id
-        ));
+        let differs = if other.build_id.is_empty() {
+            "other code than".to_string()
+        } else {
+            format!("build-id {}, not", other.build_id)
+        };
+        output::warn(format!("{} has {differs} {bin}'s: {what}", other.path));
+    }
+    if !stats.unused_events.is_empty() {
+        let unused: Vec<String> = (stats.unused_events.iter())
+            .map(|e| format!("{} ({} samples: {})", e.name, e.samples, e.why))
+            .collect();
+        output::warn(format!("events not used: {}", unused.join("; ")));
     }
     if stats.lost_samples > 0 {
         output::warn(format!(
@@ -234,6 +267,8 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         .map(|m| match m {
             MatchedBy::BuildId => "build-id",
             MatchedBy::Path => "path",
+            MatchedBy::NameAndCode => "file name and code",
+            MatchedBy::NameOnly => "file name only",
             _ => "build-id mismatch, allowed",
         })
         .collect();
@@ -246,7 +281,7 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
     )?;
     writeln!(
         err,
-        "  event             {}, {} samples over {:.1} s",
+        "  event             {}: {} samples over {:.1} s",
         st.event, st.sample_kind, st.seconds
     )?;
     writeln!(
@@ -332,4 +367,57 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         st.unreadable_records, st.records
     )?;
     Ok(())
+}
+
+#[derive(Serialize)]
+struct EventList<'a> {
+    perf_data: &'a PathBuf,
+    events: &'a [Event],
+}
+
+/// `--events`: the file's events, on stdout (the list is what was asked for; no profile).
+fn list_events(args: &Args, bytes: u64) -> anyhow::Result<ExitCode> {
+    let bar = progress_bar(bytes);
+    let result = events(&args.perf_data, &mut |done, _| bar.set_position(done));
+    bar.finish_and_clear();
+    let events = result?;
+    if args.json {
+        output::json(&EventList {
+            perf_data: &args.perf_data,
+            events: &events,
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = events
+        .iter()
+        .map(|e| e.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<width$}  {:>9}  {:<32}  used",
+        "event", "samples", "carries"
+    )?;
+    for e in &events {
+        let mut carries = e.carries.describe().to_string();
+        if !e.branch_filter.is_empty() {
+            carries = format!("{carries} ({})", e.branch_filter.join(","));
+        }
+        if let Some(stack) = e.also_stack {
+            carries = format!("{carries} + {}", stack.describe());
+        }
+        let used = match (e.used, e.unreadable) {
+            (true, _) => "yes".to_string(),
+            (false, Some(problem)) => format!("no: its samples {problem}"),
+            (false, None) => "no".to_string(),
+        };
+        writeln!(
+            out,
+            "{:<width$}  {:>9}  {carries:<32}  {used}",
+            e.name, e.samples
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -20,8 +20,9 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::PerfFileRecord;
 
 use super::code::Code;
+use super::events::EventChoice;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
-use super::perf_file::{event_name, PerfData};
+use super::perf_file::PerfData;
 use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
 use super::sample::{RecordedBranch, RegNumbers, Sample, SampleLayout};
 use super::unwind::{CfiUnwinder, Step};
@@ -33,7 +34,7 @@ use crate::parallel::join;
 
 /// Records between two progress reports: often enough for a smooth bar, rare enough to cost
 /// nothing.
-const PROGRESS_EVERY: u64 = 1 << 16;
+pub(super) const PROGRESS_EVERY: u64 = 1 << 16;
 /// Offset of the build-id length byte in a MMAP2 body (after pid, tid, addr, len, pgoff).
 const MMAP2_BUILD_ID_LEN_AT: usize = 32;
 /// The longest build-id a MMAP2 record can carry (linux-perf-event-reader asserts on more).
@@ -48,14 +49,15 @@ pub(super) fn build(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Graph, Stats), ProfileError> {
     let mut perf = PerfData::open(path)?;
-    let (event_index, layout, kind, event) = choose_event(path, &perf, binary)?;
+    let events = EventChoice::new(path, &perf, RegNumbers::of(binary.architecture))?;
+    let kind = events.kind;
     let mut reader = Reader {
         binary,
         identity: Identity::new(binary, opts.allow_build_id_mismatch),
         recorded_build_ids: perf.build_ids()?,
         pid_filter: opts.pid,
-        event_index,
-        layout,
+        samples_by_event: vec![0; events.layouts.len()],
+        events,
         kind,
         unwinder: match kind {
             SampleKind::Dwarf => CfiUnwinder::new(binary),
@@ -64,12 +66,12 @@ pub(super) fn build(
         mappings: BinaryMappings::default(),
         tally: Tally::default(),
         stats: Stats {
-            event,
             sample_kind: kind,
             ..Stats::default()
         },
         matched_by: BTreeSet::new(),
         other_builds: BTreeSet::new(),
+        other_code: BTreeSet::new(),
         mapped_files: BTreeSet::new(),
         first_time: u64::MAX,
         last_time: 0,
@@ -102,59 +104,16 @@ pub(super) fn build(
     reader.finish(code)
 }
 
-/// The event to build the graph from: the first one with call stacks or branch records.
-fn choose_event(
-    path: &Path,
-    perf: &PerfData,
-    binary: &Binary,
-) -> Result<(usize, SampleLayout, SampleKind, String), ProfileError> {
-    let attrs = perf.attributes();
-    let plain_only = attrs.iter().all(|d| {
-        SampleLayout::new(&d.attr, perf.endian(), None)
-            .is_some_and(|l| !l.has_branch_stack() && !l.has_user_stack() && !l.has_callchain())
-    });
-    for (i, desc) in attrs.iter().enumerate() {
-        let event = event_name(desc);
-        let unsupported = |problem| ProfileError::UnsupportedSamples {
-            path: path.into(),
-            event: event.clone(),
-            problem,
-        };
-        let regs = RegNumbers::of(binary.architecture);
-        let Some(layout) = SampleLayout::new(&desc.attr, perf.endian(), regs) else {
-            return Err(unsupported("carry counter values (perf record -s)"));
-        };
-        let kind = if layout.has_branch_stack() {
-            SampleKind::Branch
-        } else if layout.has_user_stack() {
-            SampleKind::Dwarf
-        } else if layout.has_callchain() {
-            SampleKind::Stack
-        } else if plain_only {
-            SampleKind::Plain
-        } else {
-            continue;
-        };
-        if !layout.has_pid() {
-            return Err(unsupported("have no process id (PERF_SAMPLE_TID)"));
-        }
-        return Ok((i, layout, kind, event));
-    }
-    let events = attrs.iter().map(event_name).collect::<Vec<_>>().join(", ");
-    Err(ProfileError::NoCallInfo {
-        path: path.into(),
-        events,
-    })
-}
-
 struct Reader<'b> {
     binary: &'b Binary,
     identity: Identity,
     /// perf's build-id table: path → build-id.
     recorded_build_ids: HashMap<Vec<u8>, Vec<u8>>,
     pid_filter: Option<Pid>,
-    event_index: usize,
-    layout: SampleLayout,
+    /// The events and the decoding of each one the graph uses, by attribute index.
+    events: EventChoice,
+    /// Samples of each event, by attribute index, to name the unused ones with their counts.
+    samples_by_event: Vec<u64>,
     kind: SampleKind,
     /// For [`SampleKind::Dwarf`] samples, on the architectures we unwind.
     unwinder: Option<CfiUnwinder>,
@@ -163,6 +122,8 @@ struct Reader<'b> {
     stats: Stats,
     matched_by: BTreeSet<MatchedBy>,
     other_builds: BTreeSet<OtherBuild>,
+    /// Files with the binary's name, no build-id to decide, and other code.
+    other_code: BTreeSet<String>,
     /// Executable files seen in mmap records, to name them when the binary is not among them.
     mapped_files: BTreeSet<String>,
     first_time: u64,
@@ -172,10 +133,15 @@ struct Reader<'b> {
 impl Reader<'_> {
     fn record(&mut self, attr_index: usize, record: &RawEventRecord) {
         match record.record_type {
-            RecordType::SAMPLE if attr_index != self.event_index => {
-                self.stats.samples_other_events += 1
+            RecordType::SAMPLE => {
+                if let Some(n) = self.samples_by_event.get_mut(attr_index) {
+                    *n += 1;
+                }
+                match self.events.layouts.get(attr_index).copied().flatten() {
+                    Some(layout) => self.sample(layout, record),
+                    None => self.stats.samples_other_events += 1,
+                }
             }
-            RecordType::SAMPLE => self.sample(record),
             RecordType::MMAP | RecordType::MMAP2 => self.mmap(record),
             RecordType::FORK | RecordType::COMM | RecordType::LOST => match record.parse() {
                 Ok(EventRecord::Fork(f)) if f.pid != f.ppid => self.mappings.fork(f.ppid, f.pid),
@@ -184,7 +150,10 @@ impl Reader<'_> {
                 Ok(_) => {}
                 Err(_) => self.stats.unreadable_records += 1,
             },
-            RecordType::LOST_SAMPLES => match self.layout.first_u64(&record.data.as_slice()) {
+            // Every layout reads the count in the file's byte order.
+            RecordType::LOST_SAMPLES => match (self.events.layouts.iter().flatten().next())
+                .and_then(|layout| layout.first_u64(&record.data.as_slice()))
+            {
                 Some(lost) => self.stats.lost_samples += lost,
                 None => self.stats.unreadable_records += 1,
             },
@@ -193,9 +162,9 @@ impl Reader<'_> {
         }
     }
 
-    fn sample(&mut self, record: &RawEventRecord) {
+    fn sample(&mut self, layout: SampleLayout, record: &RawEventRecord) {
         let body = record.data.as_slice();
-        let Ok(sample) = self.layout.decode(record.misc, &body) else {
+        let Ok(sample) = layout.decode(record.misc, &body) else {
             self.stats.unreadable_records += 1;
             return;
         };
@@ -211,7 +180,7 @@ impl Reader<'_> {
         }
         if self.kind == SampleKind::Branch {
             // The records lie where they lie, whatever the sampled address.
-            self.branch_records(pid, &sample);
+            self.branch_records(pid, &layout, &sample);
         }
         let [innermost, return_address] = sample.top_user_frames();
         let Some(innermost) = innermost else {
@@ -271,7 +240,7 @@ impl Reader<'_> {
         }
     }
 
-    fn branch_records(&mut self, pid: Pid, sample: &Sample) {
+    fn branch_records(&mut self, pid: Pid, layout: &SampleLayout, sample: &Sample) {
         let Some(branches) = sample.branches else {
             return;
         };
@@ -280,7 +249,7 @@ impl Reader<'_> {
             let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) else {
                 continue;
             };
-            let bin = match self.layout.recorded_branch(flags) {
+            let bin = match layout.recorded_branch(flags) {
                 RecordedBranch::Call => Recorded::Call,
                 RecordedBranch::Jump => Recorded::Jump,
                 RecordedBranch::Unknown => Recorded::Unknown,
@@ -357,7 +326,7 @@ impl Reader<'_> {
         let path = path.as_slice();
         let recorded =
             mmap_build_id.or_else(|| self.recorded_build_ids.get(path.as_ref()).cloned());
-        let verdict = self.identity.judge(&path, recorded.as_deref());
+        let verdict = self.identity.judge(self.binary, &path, recorded.as_deref());
         let is_binary = matches!(verdict, Verdict::Binary(_));
         match verdict {
             Verdict::Binary(by) => {
@@ -367,6 +336,9 @@ impl Reader<'_> {
                 }
             }
             Verdict::OtherBuild { build_id } => self.note_other_build(&path, &build_id),
+            Verdict::OtherCode => {
+                self.other_code.insert(display_path(&path));
+            }
             Verdict::Other => {
                 if !path.starts_with(b"[") && !path.starts_with(b"//anon") {
                     self.mapped_files.insert(display_path(&path));
@@ -384,6 +356,8 @@ impl Reader<'_> {
     }
 
     fn finish(mut self, code: Code) -> Result<(Graph, Stats), ProfileError> {
+        self.stats.event = self.events.used_names();
+        self.stats.unused_events = self.events.unused(&self.samples_by_event);
         self.stats.matched_by = self.matched_by.iter().copied().collect();
         self.stats.other_builds = self.other_builds.iter().cloned().collect();
         if self.last_time >= self.first_time {
@@ -400,6 +374,7 @@ impl Reader<'_> {
             }
             return Err(ProfileError::NotRecorded {
                 binary: binary_path,
+                why: self.why_not_recorded(),
                 mapped_files: self.files_with_samples(),
             });
         }
@@ -415,16 +390,37 @@ impl Reader<'_> {
         Ok((graph, self.stats))
     }
 
-    /// The files perf saw samples in (its build-id table), else every executable mapping.
+    /// Why no mapping is the binary, for the error.
+    fn why_not_recorded(&self) -> String {
+        if !self.other_code.is_empty() {
+            let files: Vec<&str> = self.other_code.iter().map(String::as_str).collect();
+            return format!(
+                "no build-id decides, and {} with its name has other code (--allow-build-id-mismatch uses it anyway)",
+                files.join(", ")
+            );
+        }
+        match self.binary.build_id {
+            None => "it has no build-id, and no mapped file has its path or its name".into(),
+            Some(_) => {
+                "no mapped file has its build-id, its path, or its name without a build-id".into()
+            }
+        }
+    }
+
+    /// The files perf saw samples in (its build-id table), else every executable mapping;
+    /// never the binary's namesakes, which the reason names.
     fn files_with_samples(&self) -> Vec<String> {
         let mut hit: Vec<String> = self
             .recorded_build_ids
             .keys()
-            .filter(|p| !p.starts_with(b"["))
+            .filter(|p| !p.starts_with(b"[") && !self.identity.has_its_name(p))
             .map(|p| display_path(p))
             .collect();
         if hit.is_empty() {
-            hit = self.mapped_files.iter().cloned().collect();
+            hit = (self.mapped_files.iter())
+                .filter(|p| !self.identity.has_its_name(p.as_bytes()))
+                .cloned()
+                .collect();
         }
         hit.sort();
         hit

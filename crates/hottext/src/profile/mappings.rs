@@ -5,7 +5,11 @@
 //! turned into a file offset through its mapping (`pgoff + addr - start`), and the file offset
 //! into a stated address through the ELF segments: this works for PIE and non-PIE alike.
 
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
 use foldhash::HashMap;
+use object::{Object, ObjectSegment};
 
 use crate::binary::{Binary, FileOffset, RuntimeAddr};
 use crate::os::proc::Pid;
@@ -72,6 +76,12 @@ pub enum MatchedBy {
     BuildId,
     /// Same path: perf.data holds no build-id for the file, or the binary has none.
     Path,
+    /// Same file name at another path, without a build-id to decide, and the file at that path
+    /// on this machine has the binary's code (the same bytes in its executable segments).
+    NameAndCode,
+    /// Same file name at another path, without a build-id to decide; no file is at that path
+    /// here, so the code could not be compared.
+    NameOnly,
     /// Same file name but another build-id, accepted because the caller allowed it.
     MismatchAllowed,
 }
@@ -84,7 +94,18 @@ pub(crate) enum Verdict {
     OtherBuild {
         build_id: Vec<u8>,
     },
+    /// The binary's name without a build-id to decide, but the file at that path has other code.
+    OtherCode,
     Other,
+}
+
+/// What the file at a mapping's path says about its code, compared with the binary's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CodeCheck {
+    Same,
+    Differs,
+    /// No readable regular file at that path on this machine.
+    Unavailable,
 }
 
 /// The facts about the binary that identify it in mmap records.
@@ -94,6 +115,8 @@ pub(crate) struct Identity {
     path: Vec<u8>,
     file_name: Vec<u8>,
     allow_mismatch: bool,
+    /// Code checks of same-named files at other paths, once per path.
+    code_checks: HashMap<Vec<u8>, CodeCheck>,
 }
 
 impl Identity {
@@ -108,11 +131,45 @@ impl Identity {
                 .map(|n| n.as_encoded_bytes().to_vec())
                 .unwrap_or_default(),
             allow_mismatch,
+            code_checks: HashMap::default(),
         }
     }
 
-    /// Judges a mapping of `path`, whose build-id perf recorded as `recorded` (if it did).
-    pub fn judge(&self, path: &[u8], recorded: Option<&[u8]>) -> Verdict {
+    /// Judges a mapping of `path`, whose build-id perf recorded as `recorded` (if it did): by
+    /// build-id, else by path, else by file name confirmed by the code of the file at `path`.
+    pub fn judge(&mut self, binary: &Binary, path: &[u8], recorded: Option<&[u8]>) -> Verdict {
+        if !self.same_name_only(path, recorded) {
+            return self.judge_by_id_and_path(path, recorded);
+        }
+        let check = *self
+            .code_checks
+            .entry(path.to_vec())
+            .or_insert_with(|| check_code(binary, path));
+        match check {
+            CodeCheck::Same => Verdict::Binary(MatchedBy::NameAndCode),
+            CodeCheck::Unavailable => Verdict::Binary(MatchedBy::NameOnly),
+            CodeCheck::Differs if self.allow_mismatch => {
+                Verdict::Binary(MatchedBy::MismatchAllowed)
+            }
+            CodeCheck::Differs => Verdict::OtherCode,
+        }
+    }
+
+    /// A mapping of the binary's file name at another path, with no pair of build-ids to decide.
+    fn same_name_only(&self, path: &[u8], recorded: Option<&[u8]>) -> bool {
+        let ids_decide = recorded.is_some() && self.build_id.is_some();
+        !ids_decide
+            && path != self.path.as_slice()
+            && !self.file_name.is_empty()
+            && file_name(path) == self.file_name.as_slice()
+    }
+
+    /// The binary's file name, to leave its namesakes out of the files an error lists.
+    pub fn has_its_name(&self, path: &[u8]) -> bool {
+        file_name(path) == self.file_name.as_slice()
+    }
+
+    fn judge_by_id_and_path(&self, path: &[u8], recorded: Option<&[u8]>) -> Verdict {
         let same_path = path == self.path.as_slice();
         match (recorded, &self.build_id) {
             (Some(theirs), Some(ours)) if theirs == ours.as_slice() => {
@@ -132,6 +189,42 @@ impl Identity {
             _ if same_path => Verdict::Binary(MatchedBy::Path),
             _ => Verdict::Other,
         }
+    }
+}
+
+/// Whether the file at `path` has the binary's code: the same bytes in each executable segment,
+/// at the same file offsets, so that the samples' file offsets mean the same instructions. (A
+/// stripped copy passes: strip keeps the loaded segments.)
+fn check_code(binary: &Binary, path: &[u8]) -> CodeCheck {
+    let path = Path::new(std::ffi::OsStr::from_bytes(path));
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return CodeCheck::Unavailable;
+    }
+    let Ok(bytes) = std::fs::read(path) else {
+        return CodeCheck::Unavailable;
+    };
+    let Ok(file) = object::File::parse(&*bytes) else {
+        return CodeCheck::Differs;
+    };
+    let theirs: Vec<(u64, Option<&[u8]>)> = file
+        .segments()
+        .filter(|s| matches!(s.flags(), object::SegmentFlags::Elf { p_flags, .. } if p_flags.contains(object::elf::PF_X)))
+        .map(|s| (s.file_range().0, s.data().ok()))
+        .collect();
+    let ours: Vec<(u64, Option<&[u8]>)> = binary
+        .exec_segments
+        .iter()
+        .map(|s| {
+            let start = usize::try_from(s.offset.0).ok();
+            let end = usize::try_from(s.offset.0.saturating_add(s.file_size)).ok();
+            let data = start.zip(end).and_then(|(a, b)| binary.bytes().get(a..b));
+            (s.offset.0, data)
+        })
+        .collect();
+    if !ours.is_empty() && ours == theirs {
+        CodeCheck::Same
+    } else {
+        CodeCheck::Differs
     }
 }
 
@@ -157,6 +250,7 @@ mod tests {
             path: b"/srv/bin/server".to_vec(),
             file_name: b"server".to_vec(),
             allow_mismatch,
+            code_checks: HashMap::default(),
         }
     }
 
@@ -205,24 +299,24 @@ mod tests {
     fn build_id_decides_whatever_the_path() {
         let id = identity(Some(b"\x01\x02"), false);
         assert_eq!(
-            id.judge(b"/tmp/copy-of-server", Some(b"\x01\x02")),
+            id.judge_by_id_and_path(b"/tmp/copy-of-server", Some(b"\x01\x02")),
             Verdict::Binary(MatchedBy::BuildId)
         );
         assert_eq!(
-            id.judge(b"/srv/bin/server", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/srv/bin/server", Some(b"\x09")),
             Verdict::OtherBuild {
                 build_id: b"\x09".to_vec()
             }
         );
         assert_eq!(
-            id.judge(b"/old/server", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/old/server", Some(b"\x09")),
             Verdict::OtherBuild {
                 build_id: b"\x09".to_vec()
             },
             "same file name is another build"
         );
         assert_eq!(
-            id.judge(b"/usr/lib/libc.so.6", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/usr/lib/libc.so.6", Some(b"\x09")),
             Verdict::Other
         );
     }
@@ -231,11 +325,11 @@ mod tests {
     fn mismatch_is_used_only_when_allowed() {
         let id = identity(Some(b"\x01"), true);
         assert_eq!(
-            id.judge(b"/srv/bin/server", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/srv/bin/server", Some(b"\x09")),
             Verdict::Binary(MatchedBy::MismatchAllowed)
         );
         assert_eq!(
-            id.judge(b"/usr/lib/libc.so.6", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/usr/lib/libc.so.6", Some(b"\x09")),
             Verdict::Other
         );
     }
@@ -244,13 +338,24 @@ mod tests {
     fn path_is_the_fallback_without_build_ids() {
         let id = identity(Some(b"\x01"), false);
         assert_eq!(
-            id.judge(b"/srv/bin/server", None),
+            id.judge_by_id_and_path(b"/srv/bin/server", None),
             Verdict::Binary(MatchedBy::Path)
         );
-        assert_eq!(id.judge(b"/elsewhere/server", None), Verdict::Other);
-        let no_id = identity(None, false);
         assert_eq!(
-            no_id.judge(b"/srv/bin/server", Some(b"\x09")),
+            id.judge_by_id_and_path(b"/elsewhere/server", None),
+            Verdict::Other
+        );
+        assert!(
+            id.same_name_only(b"/elsewhere/server", None),
+            "the code decides"
+        );
+        assert!(!id.same_name_only(b"/elsewhere/server", Some(b"\x09")));
+        assert!(!id.same_name_only(b"/srv/bin/server", None));
+        assert!(!id.same_name_only(b"/srv/bin/other", None));
+        let no_id = identity(None, false);
+        assert!(no_id.same_name_only(b"/elsewhere/server", Some(b"\x09")));
+        assert_eq!(
+            no_id.judge_by_id_and_path(b"/srv/bin/server", Some(b"\x09")),
             Verdict::Binary(MatchedBy::Path)
         );
     }

@@ -42,13 +42,16 @@
 mod call_graph;
 mod callers;
 mod code;
+mod events;
 mod frames;
 mod function_index;
 mod inferred;
 mod mappings;
 mod perf_file;
 mod perf_header;
+mod pipe_header;
 pub mod record;
+mod record_guard;
 mod resolve;
 mod sample;
 mod tally;
@@ -63,6 +66,7 @@ use crate::binary::Binary;
 use crate::graph::Graph;
 use crate::os::proc::Pid;
 
+pub use events::{events, Carries, Event, UnusedEvent};
 pub use mappings::MatchedBy;
 
 /// Header keys of the profiles [`read`] makes, beside the graph format's own.
@@ -117,12 +121,13 @@ impl fmt::Display for SampleKind {
 /// What [`read`] found, for the user to judge the profile by.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Stats {
-    /// The sampled event the graph is built from.
+    /// The sampled events the graph is built from, joined by ", " (one, unless the file has
+    /// several events with the same kind of call information, as on a hybrid CPU).
     pub event: String,
     pub sample_kind: SampleKind,
     /// Records in the file, of every type.
     pub records: u64,
-    /// Samples of `event`, in every process.
+    /// Samples of the events in `event`, in every process.
     pub samples: u64,
     /// Samples whose innermost user frame is in the binary.
     pub samples_in_binary: u64,
@@ -134,6 +139,8 @@ pub struct Stats {
     pub samples_other_pid: u64,
     /// Samples of other events in the file, not used.
     pub samples_other_events: u64,
+    /// Those events, each with its samples and why it was not used.
+    pub unused_events: Vec<UnusedEvent>,
     /// Total weight of the call edges.
     pub calls: u64,
     /// Of `calls`, the weight whose call site is known (the profile's `site` lines hold it, less
@@ -216,8 +223,6 @@ pub enum ProfileError {
     },
     #[error("{path} is not a perf.data file: {msg}")]
     NotPerfData { path: PathBuf, msg: String },
-    #[error("{path} is a pipe-mode stream (perf record -o -); record to a file instead")]
-    PipeMode { path: PathBuf },
     #[error("{path} is cut short: it has {size} bytes{}; was it copied before perf finished writing it?",
         expected.map(|e| format!(" but its header needs {e}")).unwrap_or_default())]
     Truncated {
@@ -236,7 +241,7 @@ pub enum ProfileError {
         offset: u64,
         msg: String,
     },
-    #[error("{path}: no event has call stacks or branch records (events: {events}); record with `hottext record` or `perf record -g`")]
+    #[error("{path}: no sampled event hottext can read (events: {events}); record with `hottext record` or `perf record -g`")]
     NoCallInfo { path: PathBuf, events: String },
     #[error("{path}: the samples of event {event} {problem}, which hottext cannot read")]
     UnsupportedSamples {
@@ -244,9 +249,10 @@ pub enum ProfileError {
         event: String,
         problem: &'static str,
     },
-    #[error("no sample in {}: recorded from another program? mapped files: {}", binary.display(), some_of(mapped_files))]
+    #[error("no sample in {}: {why}; recorded from another program? mapped files: {}", binary.display(), some_of(mapped_files))]
     NotRecorded {
         binary: PathBuf,
+        why: String,
         mapped_files: Vec<String>,
     },
     #[error("build-id mismatch: {} has build-id {binary_build_id}, but perf.data recorded {}",

@@ -1,5 +1,7 @@
 //! The perf.data container, through linux-perf-data once [`check_header`] passed: the build-id
-//! table, the sampled event, and a record stream that says how far it got when it fails.
+//! table, the sampled events, and a record stream that says how far it got when it fails.
+//! Files written by `perf record -o FILE` and pipe-mode streams saved by `perf record -o - > FILE`
+//! are both read.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -15,7 +17,8 @@ use linux_perf_data::{
     AttributeDescription, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
 };
 
-use super::perf_header::check_header;
+use super::perf_header::{check_header, Shape};
+use super::record_guard::{RecordGuard, Verdict};
 use super::ProfileError;
 
 /// Big enough for perf's sequential reads, small enough to stay in cache.
@@ -25,8 +28,10 @@ pub(crate) struct PerfData {
     /// File size in bytes.
     pub size: u64,
     file: PerfFile,
-    records: PerfRecordIter<BufReader<Counted<File>>>,
+    records: PerfRecordIter<BufReader<Counted<RecordGuard<File>>>>,
     position: Rc<Cell<u64>>,
+    /// Set when the guard stopped the reading, with the reason.
+    guard_verdict: Verdict,
     records_read: u64,
 }
 
@@ -38,20 +43,36 @@ impl PerfData {
         };
         let mut file = File::open(path).map_err(io_err)?;
         let size = file.metadata().map_err(io_err)?.len();
-        check_header(path, &mut file, size)?;
+        let container = check_header(path, &mut file, size)?;
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
 
         let position = Rc::new(Cell::new(0));
+        let guard_verdict = Verdict::default();
+        let guard = RecordGuard::new(
+            file,
+            container.records,
+            container.big_endian,
+            Rc::clone(&guard_verdict),
+        );
         let counted = Counted {
-            inner: file,
+            inner: guard,
             position: Rc::clone(&position),
         };
         let reader = BufReader::with_capacity(READ_BUFFER, counted);
         let PerfFileReader {
             perf_file,
             record_iter,
-        } = PerfFileReader::parse_file(reader).map_err(|e| match e {
-            // The header was whole, so this is a cut in the feature sections after the data.
+        } = match container.shape {
+            Shape::File => PerfFileReader::parse_file(reader),
+            Shape::Pipe => PerfFileReader::parse_pipe(reader),
+        }
+        .map_err(|e| match e {
+            _ if guard_verdict.borrow().is_some() => ProfileError::Malformed {
+                path: path.into(),
+                msg: guard_verdict.borrow().clone().unwrap_or_default(),
+            },
+            // The header was whole, so this is a cut in the feature sections after the data,
+            // or in a pipe-mode stream's leading records.
             linux_perf_data::Error::IoError(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 ProfileError::Truncated {
                     path: path.into(),
@@ -70,6 +91,7 @@ impl PerfData {
             file: perf_file,
             records: record_iter,
             position,
+            guard_verdict,
             records_read: 0,
         })
     }
@@ -109,7 +131,8 @@ impl PerfData {
                 path: self.path.clone(),
                 records_read: self.records_read,
                 offset,
-                msg: e.to_string(),
+                // The guard's reason, when it stopped the reading, names the record.
+                msg: (self.guard_verdict.borrow().clone()).unwrap_or_else(|| e.to_string()),
             }),
         }
     }

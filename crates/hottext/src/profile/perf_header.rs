@@ -6,8 +6,10 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::Path;
 
+use super::pipe_header::check_pipe_records;
 use super::ProfileError;
 
 /// `struct perf_file_header`: magic, size, attr_size, attrs, data, event_types, feature bits.
@@ -20,7 +22,7 @@ const FEATURE_BITS_AT: usize = 72;
 /// A feature section's `{offset, size}` in the table after the data section.
 const FEATURE_ENTRY_SIZE: usize = 16;
 /// The header size a pipe-mode stream (`perf record -o -`) writes.
-const PIPE_HEADER_SIZE: u64 = 16;
+pub(super) const PIPE_HEADER_SIZE: u64 = 16;
 /// Offsets in the header of `attr_size` and of `event_types` (offset, then size).
 const ATTR_SIZE_AT: usize = 16;
 const EVENT_TYPES_AT: usize = 56;
@@ -28,11 +30,34 @@ const EVENT_TYPES_AT: usize = 56;
 /// and the limit leaves it room to grow while refusing nonsense.
 const ATTR_SIZE: std::ops::RangeInclusive<u64> = 64..=4096;
 /// The feature bit of `HEADER_EVENT_DESC`: the events, their names and sample ids.
-const EVENT_DESC_BIT: u32 = 12;
+pub(super) const EVENT_DESC_BIT: u32 = 12;
 
-/// Refuses, with the reason, a file that is not perf.data, a pipe-mode stream, one perf never
-/// finished, one cut short, and sections whose sizes or counts the file cannot hold.
-pub(super) fn check_header(path: &Path, file: &mut File, size: u64) -> Result<(), ProfileError> {
+/// How the file is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// `perf record -o FILE`: header, attributes, data, then feature sections.
+    File,
+    /// `perf record -o -`: a short header, then records only; the events and features come as
+    /// records (`HEADER_ATTR`, `HEADER_FEATURE`) before the samples.
+    Pipe,
+}
+
+/// What [`check_header`] found: the shape, where the records lie (the data section, or all of
+/// a pipe-mode stream after its header), and the byte order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Container {
+    pub shape: Shape,
+    pub records: Range<u64>,
+    pub big_endian: bool,
+}
+
+/// Refuses, with the reason, a file that is not perf.data, one perf never finished, one cut
+/// short, and sections or records whose sizes or counts the file cannot hold.
+pub(super) fn check_header(
+    path: &Path,
+    file: &mut File,
+    size: u64,
+) -> Result<Container, ProfileError> {
     let not_perf = |msg: &str| ProfileError::NotPerfData {
         path: path.into(),
         msg: msg.into(),
@@ -57,7 +82,12 @@ pub(super) fn check_header(path: &Path, file: &mut File, size: u64) -> Result<()
     };
     let word = |at: usize| u64_at(&header, at, big_endian);
     if word(8) == PIPE_HEADER_SIZE {
-        return Err(ProfileError::PipeMode { path: path.into() });
+        check_pipe_records(path, file, size, big_endian)?;
+        return Ok(Container {
+            shape: Shape::Pipe,
+            records: PIPE_HEADER_SIZE..size,
+            big_endian,
+        });
     }
     if got < HEADER_SIZE {
         return Err(ProfileError::Truncated {
@@ -145,12 +175,16 @@ pub(super) fn check_header(path: &Path, file: &mut File, size: u64) -> Result<()
             }
         }
     }
-    Ok(())
+    Ok(Container {
+        shape: Shape::File,
+        records: data_offset..data_end,
+        big_endian,
+    })
 }
 
 /// Walks `HEADER_EVENT_DESC`: `nr` and `attr_size`, then per event the attribute, `nr_ids`,
 /// a length-prefixed name and `nr_ids` ids. Says which count the section cannot hold.
-fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
+pub(super) fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
     let mut rest = section;
     let mut take = |n: u64, what: &dyn Fn() -> String| -> Result<&[u8], String> {
         if n > rest.len() as u64 {
@@ -178,13 +212,13 @@ fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
+pub(super) fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
     uint_at(bytes, at, 8, big_endian)
 }
 
 /// The unsigned integer of `width` bytes (at most 8) at `at`, in the file's byte order; 0 when
 /// the bytes are not all there.
-fn uint_at(bytes: &[u8], at: usize, width: usize, big_endian: bool) -> u64 {
+pub(super) fn uint_at(bytes: &[u8], at: usize, width: usize, big_endian: bool) -> u64 {
     let Some(b) = bytes.get(at..at + width) else {
         return 0;
     };
@@ -196,7 +230,7 @@ fn uint_at(bytes: &[u8], at: usize, width: usize, big_endian: bool) -> u64 {
     }
 }
 
-fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+pub(super) fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
         match file.read(&mut buf[got..])? {
@@ -223,7 +257,7 @@ mod tests {
         h
     }
 
-    fn check(bytes: &[u8]) -> Result<(), ProfileError> {
+    fn check(bytes: &[u8]) -> Result<Container, ProfileError> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(bytes).unwrap();
         f.seek(SeekFrom::Start(0)).unwrap();
@@ -263,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn other_files_and_pipe_streams_are_named() {
+    fn other_files_are_named() {
         assert!(matches!(
             check(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\0"),
             Err(ProfileError::NotPerfData { .. })
@@ -271,11 +305,6 @@ mod tests {
         assert!(matches!(
             check(b"PERF"),
             Err(ProfileError::NotPerfData { .. })
-        ));
-        let pipe = header(b"PERFILE2", 16, 0, 0);
-        assert!(matches!(
-            check(&pipe[..16]),
-            Err(ProfileError::PipeMode { .. })
         ));
     }
 

@@ -129,14 +129,6 @@ impl SampleLayout {
         }
     }
 
-    pub fn has_callchain(&self) -> bool {
-        self.format.contains(SampleFormat::CALLCHAIN)
-    }
-
-    pub fn has_branch_stack(&self) -> bool {
-        self.format.contains(SampleFormat::BRANCH_STACK)
-    }
-
     /// Samples carry the user registers and stack for unwinding by CFI (`--call-graph dwarf`).
     pub fn has_user_stack(&self) -> bool {
         self.format
