@@ -249,12 +249,7 @@ fn scope(scope: &Scope) -> String {
 /// What is about to happen and why, before perf starts (it may run for a long time).
 fn describe(plan: &Plan) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
-    let mode = match plan.sampling {
-        SampleKind::Stack => "call stacks (frame pointers)",
-        SampleKind::Branch => "branch records of calls (LBR)",
-        SampleKind::Plain => "samples without stacks",
-        SampleKind::Dwarf => "call stacks (DWARF unwinding)",
-    };
+    let mode = plan.sampling.description();
     writeln!(
         err,
         "hottext: recording {mode} with {} at {} Hz",

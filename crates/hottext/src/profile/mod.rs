@@ -107,6 +107,18 @@ pub enum SampleKind {
     Dwarf,
 }
 
+impl SampleKind {
+    /// What perf records for it, as `hottext record` says it.
+    pub fn description(self) -> &'static str {
+        match self {
+            SampleKind::Stack => "call stacks by frame pointers",
+            SampleKind::Dwarf => "call stacks by DWARF unwinding",
+            SampleKind::Branch => "branch records of calls (LBR)",
+            SampleKind::Plain => "samples without stacks (edges inferred from the code)",
+        }
+    }
+}
+
 impl fmt::Display for SampleKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -39,7 +39,7 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
     let sampling = match (req.sampling, machine.branch_calls) {
         (Some(SampleKind::Branch), false) => return Err(RecordError::NoBranchRecords),
         (Some(s), _) => {
-            reasons.push(format!("{}: as asked", sampling_name(s)));
+            reasons.push(format!("{}: as asked", s.description()));
             s
         }
         (None, true) => {
@@ -155,15 +155,6 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
 const DWARF_COST: &str = "perf copies 8 KiB of stack into each sample: \
     perf.data grows about 90 times faster (21 MB/s against 0.25 MB/s at 2500 samples/s) and \
     perf and the kernel take about 2.4 % more CPU; build with -fno-omit-frame-pointer to avoid it";
-
-fn sampling_name(s: SampleKind) -> &'static str {
-    match s {
-        SampleKind::Stack => "call stacks by frame pointers",
-        SampleKind::Branch => "branch records of calls",
-        SampleKind::Plain => "samples without stacks (edges inferred from the code)",
-        SampleKind::Dwarf => "call stacks by DWARF unwinding",
-    }
-}
 
 impl Plan {
     /// The arguments after `perf`.
