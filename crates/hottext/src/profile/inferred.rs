@@ -48,12 +48,25 @@ pub(crate) fn edges(
     self_samples: &[u64],
     ip_samples: &[(u64, u64)],
 ) -> Vec<Edge> {
+    let sampled = |f: usize| self_samples[f] > 0;
     let mut sites: Vec<Site> = Vec::new();
-    for (f, _) in self_samples.iter().enumerate().filter(|(_, &n)| n > 0) {
+    for f in (0..functions.len()).filter(|&f| sampled(f)) {
         sites_of(f as u32, &functions[f], index, code, ip_samples, &mut sites);
     }
+    sites.retain(|s| sampled(s.callee as usize) && s.caller != s.callee);
+    // A small wrapper may hold no sample of its own: a sampled function that no sampled one
+    // calls gets its callers from the rest of the code (decoded once, only then).
+    let mut called = vec![false; functions.len()];
+    sites.iter().for_each(|s| called[s.callee as usize] = true);
+    if (0..functions.len()).any(|f| sampled(f) && !called[f]) {
+        let mut more = Vec::new();
+        for f in (0..functions.len()).filter(|&f| !sampled(f)) {
+            sites_of(f as u32, &functions[f], index, code, &[], &mut more);
+            more.retain(|s| sampled(s.callee as usize) && !called[s.callee as usize]);
+            sites.append(&mut more);
+        }
+    }
     // Sites by callee, each callee's samples shared among them.
-    sites.retain(|s| self_samples[s.callee as usize] > 0 && s.caller != s.callee);
     sites.sort_unstable_by_key(|s| (s.callee, s.caller, s.at));
     let mut edges = Vec::new();
     for of_callee in sites.chunk_by(|a, b| a.callee == b.callee) {
@@ -70,7 +83,8 @@ pub(crate) fn edges(
 }
 
 /// Shares `samples` of one callee among its call sites (sorted by caller) by heat, else by the
-/// callers' own samples; rounds so that the weights add up to `samples`.
+/// callers' own samples, else (no caller ran, as far as the samples tell) equally; rounds so
+/// that the weights add up to `samples`.
 fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edge>) {
     let by_caller: Vec<(u32, u64, u64)> = sites
         .chunk_by(|a, b| a.caller == b.caller)
@@ -80,12 +94,12 @@ fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edg
             (s[0].caller, s.iter().map(|x| x.heat).sum::<u64>(), at)
         })
         .collect();
-    let heat_of = |&(caller, heat, _): &(u32, u64, u64)| {
-        if by_caller.iter().any(|c| c.1 > 0) {
-            heat
-        } else {
-            self_samples[caller as usize]
-        }
+    let any_heat = by_caller.iter().any(|c| c.1 > 0);
+    let any_ran = by_caller.iter().any(|c| self_samples[c.0 as usize] > 0);
+    let heat_of = |&(caller, heat, _): &(u32, u64, u64)| match (any_heat, any_ran) {
+        (true, _) => heat,
+        (false, true) => self_samples[caller as usize],
+        (false, false) => 1,
     };
     let total: u128 = by_caller.iter().map(|c| u128::from(heat_of(c))).sum();
     if total == 0 {

@@ -114,7 +114,20 @@ fn without_samples_near_any_call_the_callers_own_samples_decide() {
 }
 
 #[test]
-fn unsampled_callers_and_pointer_callees_give_no_edge() {
-    assert!(infer(&[(at(G), 9)]).is_empty());
+fn callers_without_samples_share_equally() {
+    // C1, C2 and TAIL call G; none of them was sampled.
+    let got = infer(&[(at(G), 9)]);
+    assert_eq!(
+        got,
+        [
+            edge(C1, G, at(C1) + 8, 3),
+            edge(C2, G, at(C2) + 8, 3),
+            edge(TAIL, G, at(TAIL) + 8, 3)
+        ]
+    );
+}
+
+#[test]
+fn a_function_called_only_through_pointers_gets_no_edge() {
     assert!(infer(&[(at(PTR), 9), (at(C1), 5)]).is_empty());
 }
