@@ -187,3 +187,106 @@ fn samples_without_stacks_get_edges_inferred_from_the_calls() {
     assert!(share(&calls, "route", "mid") > 0.0, "{calls:?}");
     assert_eq!(v["calls_inferred"], v["calls"], "{v}");
 }
+
+/// Four `mid` functions that `route` jumps to, each spinning a while and then calling one
+/// frameless leaf they share: a sample in the leaf shows `main` below it, and the code shows
+/// four chains. `mid3` is picked three times as often as each other.
+const SHARED_LEAF: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define NOINLINE __attribute__((noinline))
+NOINLINE unsigned long shared(unsigned long x)
+{
+	for (int i = 0; i < 200; i++) { x = x * 6364136223846793005UL + 1; __asm__ volatile("" : "+r"(x)); }
+	return x;
+}
+#define MID(k) NOINLINE unsigned long mid##k(unsigned long x) \
+	{ for (int i = 0; i < 100; i++) { x ^= x >> 3; __asm__ volatile("" : "+r"(x)); } \
+	  return shared(x) + k + 1; }
+MID(0) MID(1) MID(2) MID(3)
+
+NOINLINE unsigned long route(unsigned long x, int k)
+{
+	switch (k) {
+	case 0: return mid0(x); case 1: return mid1(x); case 2: return mid2(x);
+	default: return mid3(x);
+	}
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	double end = cpu_seconds() + atof(argv[1]);
+	unsigned long x = 1;
+	int k = 0;
+	while (cpu_seconds() < end)
+		for (int i = 0; i < 1000; i++, k = (k + 1) % 6)
+			x = route(x, k < 3 ? k : 3);
+	printf("%lu\n", x);
+	return 0;
+}
+"#;
+
+#[test]
+fn a_leaf_shared_by_functions_reached_through_one_jump_is_shared_by_their_samples() {
+    let dir = TempDir::new().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "shared",
+        SHARED_LEAF,
+        &["-O2", "-ffunction-sections"],
+    );
+    let data = record_until_enough(1.0, |seconds| {
+        let data = perf_record_with(dir.path(), &prog, &["-g"], &[&seconds.to_string()]);
+        let v = profile_json(dir.path(), &data, "shared", "shared.profile");
+        match v["calls_tail_shared"].as_u64() {
+            Some(n) if n >= 1000 => Ok(data),
+            n => Err(format!("{n:?} shared samples")),
+        }
+    });
+    let shared = calls(&std::fs::read_to_string(dir.path().join("shared.profile")).unwrap());
+    let weight = |caller: &str| {
+        shared
+            .iter()
+            .find(|c| c.0 == caller && c.1 == "shared")
+            .map_or(0, |c| c.2)
+    };
+    // Every mid calls the leaf; mid3 runs three times as often as each other one.
+    for k in 0..3 {
+        assert!(weight(&format!("mid{k}")) > 0, "{shared:?}");
+        assert!(
+            weight("mid3") > 2 * weight(&format!("mid{k}")),
+            "{shared:?}"
+        );
+    }
+    assert_eq!(share(&shared, "route", "shared"), 0.0, "{shared:?}");
+    assert_eq!(share(&shared, "main", "shared"), 0.0, "{shared:?}");
+
+    // Asked not to share, the leaf's samples give no edge and are counted.
+    let out = hottext(
+        &[
+            "profile",
+            data.to_str().unwrap(),
+            "--binary",
+            "shared",
+            "-o",
+            "strict.profile",
+            "--json",
+            "--drop-ambiguous-callers",
+        ],
+        dir.path(),
+    );
+    let v = json(&out);
+    assert_eq!(v["calls_tail_shared"].as_u64(), Some(0), "{v}");
+    assert!(v["calls_tail_undecided"].as_u64().unwrap() >= 1000, "{v}");
+    let strict = calls(&std::fs::read_to_string(dir.path().join("strict.profile")).unwrap());
+    assert_eq!(share(&strict, "mid", "shared"), 0.0, "{strict:?}");
+}

@@ -59,6 +59,11 @@ pub struct Args {
     /// Use mappings of a file named like BIN whose build-id differs from BIN's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
+    /// A stack sample that tail calls make ambiguous (a function shared by several that one
+    /// function jumps to) gives no edge, instead of being shared among its possible callers by
+    /// their own samples.
+    #[arg(long)]
+    drop_ambiguous_callers: bool,
     /// Print the figures as JSON on stdout (needs -o for the profile itself).
     #[arg(long)]
     pub json: bool,
@@ -93,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = Options {
         allow_build_id_mismatch: args.allow_build_id_mismatch,
         pid: args.pid,
+        drop_ambiguous_callers: args.drop_ambiguous_callers,
     };
     let started = Instant::now();
     let result = read(&args.perf_data, &binary, &opts, &mut |done, _| {
@@ -226,8 +232,9 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
     let undecided = stats.calls_tail_undecided as f64 / stats.samples_in_binary.max(1) as f64;
     if undecided > CALLER_UNKNOWN_WARNING {
         output::warn(format!(
-            "{:.0}% of {bin}'s samples came through tail calls (jumps to another function) along \
-             more than one possible chain, or one the code does not show: they give no call edge",
+            "{:.0}% of {bin}'s samples came through tail calls (jumps to another function) that \
+             the code cannot follow (an indirect jump, too many chains, or --drop-ambiguous-callers): \
+             they give no call edge",
             100.0 * undecided
         ));
     }
@@ -336,9 +343,10 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
     if st.calls_tail > 0 || st.calls_tail_undecided > 0 {
         writeln!(
             err,
-            "  tail calls        weight {} ({:.1}% of the calls), {} samples undecided (no edge)",
+            "  tail calls        weight {} ({:.1}% of the calls; {} samples shared among possible callers), {} samples undecided (no edge)",
             st.calls_tail,
             pct(st.calls_tail, st.calls),
+            st.calls_tail_shared,
             st.calls_tail_undecided
         )?;
     }

@@ -4,7 +4,9 @@
 
 use super::{Check, Status};
 use crate::graph::Graph;
-use crate::profile::header::{SAMPLE_KIND, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT};
+use crate::profile::header::{
+    SAMPLE_KIND, TAIL_CALL_SHARED, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT,
+};
 /// Tail calls left undecided beyond this share of the call weight deserve a warning.
 const UNDECIDED_WARNING: f64 = 0.05;
 
@@ -33,14 +35,15 @@ pub fn call_graph(profile: &Graph) -> Check {
             format!("{kind}; the profile does not say how much went through tail calls (made by an older hottext)"),
         );
     };
+    let shared = number(TAIL_CALL_SHARED).unwrap_or(0);
     let share = |n: u64| 100.0 * n as f64 / calls.max(1) as f64;
     let value = format!(
-        "{kind}; {:.1}% of the call weight went through tail calls (followed in the code), {undecided} samples undecided",
+        "{kind}; {:.1}% of the call weight went through tail calls (followed in the code; {shared} samples shared among possible callers), {undecided} samples undecided",
         share(tail)
     );
     if (undecided as f64) > UNDECIDED_WARNING * calls.max(1) as f64 {
         return Check::new("profile", name, Status::Warn, value).remedy(
-            "tail calls through shared code left callers undecided: build with -fno-optimize-sibling-calls, or record branch records (LBR) where the CPU has them",
+            "tail calls the code cannot follow (indirect jumps) left callers undecided: record DWARF stacks (hottext record --sampling dwarf), branch records where the CPU has them, or build with -fno-optimize-sibling-calls",
         );
     }
     Check::new("profile", name, Status::Info, value)

@@ -56,6 +56,7 @@ pub(super) fn build(
         identity: Identity::new(binary, opts.allow_build_id_mismatch),
         recorded_build_ids: perf.build_ids()?,
         pid_filter: opts.pid,
+        share_candidates: !opts.drop_ambiguous_callers,
         samples_by_event: vec![0; events.layouts.len()],
         events,
         kind,
@@ -110,6 +111,8 @@ struct Reader<'b> {
     /// perf's build-id table: path → build-id.
     recorded_build_ids: HashMap<Vec<u8>, Vec<u8>>,
     pid_filter: Option<Pid>,
+    /// See [`super::Options::drop_ambiguous_callers`].
+    share_candidates: bool,
     /// The events and the decoding of each one the graph uses, by attribute index.
     events: EventChoice,
     /// Samples of each event, by attribute index, to name the unused ones with their counts.
@@ -378,7 +381,14 @@ impl Reader<'_> {
                 mapped_files: self.files_with_samples(),
             });
         }
-        let counts = resolve(self.binary, code, self.kind, self.tally, &mut self.stats);
+        let counts = resolve(
+            self.binary,
+            code,
+            self.kind,
+            self.share_candidates,
+            self.tally,
+            &mut self.stats,
+        );
         if counts.self_samples.iter().all(|&n| n == 0) {
             return Err(ProfileError::NoSamples {
                 binary: binary_path,

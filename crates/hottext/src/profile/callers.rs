@@ -17,9 +17,12 @@
 //! As for any stack sample, only the innermost edge gets the sample's weight: the last hop of the
 //! chain, the call or jump that entered `F` (`B → C` in the example), at its site; the hops
 //! before it are lower frames. It is used when every chain within [`MAX_HOPS`] ends in the same
-//! hop; chains that end in different hops, or none where tail jumps leave `T`, leave the caller
-//! undecided: no edge, counted, never a guess. A call through the PLT or a pointer leaves
-//! nothing to follow, and the stack is taken as unwound.
+//! hop. Chains that end in different hops (a leaf shared by several functions that `T` jumps
+//! to) leave candidates, each a real call of `F` that the code shows reachable: `resolve.rs`
+//! shares the sample among them by their own samples, or drops it if asked. No chain where
+//! tail jumps leave `T` (an indirect jump), or more chains than the limits, leave the caller
+//! undecided: no edge, counted. A call through the PLT or a pointer leaves nothing to follow,
+//! and the stack is taken as unwound.
 
 use std::rc::Rc;
 
@@ -33,6 +36,10 @@ use crate::binary::{Function, StatedAddr};
 /// The longest chain followed: deeper chains of tail calls are rare, and the search grows with
 /// the length.
 const MAX_HOPS: usize = 6;
+/// The most callers a sample is shared among, and the most hops one search takes: beyond them
+/// the caller is left undecided rather than the search left to grow.
+const MAX_CANDIDATES: usize = 64;
+const MAX_STEPS: usize = 20_000;
 
 /// One call or tail jump between two functions (indices into the binary's functions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +52,14 @@ pub(crate) struct Hop {
 }
 
 /// What the code says about a stack sample's caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Found {
     /// The call or tail jump that entered the sampled function; `through_tail` when tail jumps
     /// came between the stack's frames.
     Caller { hop: Hop, through_tail: bool },
+    /// Chains of tail jumps that end in different hops could each have led here: one of these
+    /// entered the sampled function.
+    Candidates(Rc<[Hop]>),
     /// The function had no frame of its own and its caller was entered through a pointer.
     PointerCaller,
     /// Tail jumps could have led here along several chains, or along none that the code shows.
@@ -58,16 +68,14 @@ pub(crate) enum Found {
     Unresolved,
 }
 
-/// The last hops of the chains found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a search for chains found.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Paths {
-    None,
-    /// Every chain ends in this hop; `through_tail` if any has a tail jump.
-    One {
-        last: Hop,
-        through_tail: bool,
-    },
-    Several,
+    /// The distinct last hops of the chains (none when there is no chain), and whether any
+    /// chain has a tail jump.
+    Ends { last: Rc<[Hop]>, through_tail: bool },
+    /// More chains, or a larger search, than the limits allow.
+    TooMany,
 }
 
 pub(crate) struct Callers<'a> {
@@ -121,25 +129,30 @@ impl<'a> Callers<'a> {
                 None => unwound,
                 Some(t) if t == callee => unwound,
                 Some(t) => match self.paths(t, callee, false) {
-                    Paths::One { last, .. } => Found::Caller {
-                        hop: last,
-                        through_tail: true,
+                    Paths::Ends { last, .. } => match *last {
+                        [] => Found::Undecided,
+                        [hop] => Found::Caller {
+                            hop,
+                            through_tail: true,
+                        },
+                        _ => Found::Candidates(last),
                     },
-                    Paths::None | Paths::Several => Found::Undecided,
+                    Paths::TooMany => Found::Undecided,
                 },
             };
         }
         let Some(t) = entered.and_then(|t| self.index.starting_at(t)) else {
             return Found::PointerCaller;
         };
-        match self.paths(t, callee, true) {
-            Paths::One { last, through_tail } => Found::Caller {
-                hop: last,
-                through_tail,
-            },
-            Paths::Several => Found::Undecided,
-            Paths::None if self.hops_from(t).iter().any(|h| h.tail) => Found::Undecided,
-            Paths::None => Found::Caller {
+        let (last, through_tail) = match self.paths(t, callee, true) {
+            Paths::Ends { last, through_tail } => (last, through_tail),
+            Paths::TooMany => return Found::Undecided,
+        };
+        match *last {
+            [hop] => Found::Caller { hop, through_tail },
+            [_, _, ..] => Found::Candidates(last),
+            [] if self.hops_from(t).iter().any(|h| h.tail) => Found::Undecided,
+            [] => Found::Caller {
                 hop: Hop {
                     caller: t,
                     callee,
@@ -153,23 +166,34 @@ impl<'a> Callers<'a> {
 
     /// The chains from `from` to `to` of tail jumps and, if `one_call`, exactly one direct call.
     fn paths(&mut self, from: u32, to: u32, one_call: bool) -> Paths {
-        if let Some(&p) = self.paths.get(&(from, to, one_call)) {
-            return p;
+        if let Some(p) = self.paths.get(&(from, to, one_call)) {
+            return p.clone();
         }
         let mut search = Search {
             to,
             path: Vec::new(),
-            found: Paths::None,
+            last: Vec::new(),
+            through_tail: false,
+            steps: 0,
         };
         self.walk(&mut search, from, one_call);
-        self.paths.insert((from, to, one_call), search.found);
-        search.found
+        let found = if search.last.len() > MAX_CANDIDATES || search.steps > MAX_STEPS {
+            Paths::TooMany
+        } else {
+            Paths::Ends {
+                last: search.last.into(),
+                through_tail: search.through_tail,
+            }
+        };
+        self.paths.insert((from, to, one_call), found.clone());
+        found
     }
 
     fn walk(&mut self, s: &mut Search, at: u32, need_call: bool) {
         let hops = self.hops_from(at);
         for hop in hops.iter() {
-            if matches!(s.found, Paths::Several) {
+            s.steps += 1;
+            if s.last.len() > MAX_CANDIDATES || s.steps > MAX_STEPS {
                 return;
             }
             if !hop.tail && !need_call
@@ -182,21 +206,10 @@ impl<'a> Callers<'a> {
             s.path.push(*hop);
             if hop.callee == s.to {
                 if !need_call {
-                    let through_tail = s.path.iter().any(|h| h.tail);
-                    s.found = match s.found {
-                        Paths::None => Paths::One {
-                            last: *hop,
-                            through_tail,
-                        },
-                        Paths::One {
-                            last,
-                            through_tail: t,
-                        } if last == *hop => Paths::One {
-                            last,
-                            through_tail: t || through_tail,
-                        },
-                        _ => Paths::Several,
-                    };
+                    s.through_tail |= s.path.iter().any(|h| h.tail);
+                    if !s.last.contains(hop) {
+                        s.last.push(*hop);
+                    }
                 }
             } else if s.path.len() < MAX_HOPS {
                 self.walk(s, hop.callee, need_call);
@@ -237,7 +250,10 @@ impl<'a> Callers<'a> {
 struct Search {
     to: u32,
     path: Vec<Hop>,
-    found: Paths,
+    /// The distinct last hops of the chains found so far.
+    last: Vec<Hop>,
+    through_tail: bool,
+    steps: usize,
 }
 
 #[cfg(test)]

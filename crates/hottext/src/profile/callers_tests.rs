@@ -191,7 +191,10 @@ fn a_function_sampled_at_its_entry_after_a_call_then_a_jump() {
         caller(tail(B, C, 0x1044), true)
     );
     // A calls C directly and through B: either could have led to C's entry.
-    assert_eq!(found(C, 0x1080, AFTER_A_IN_G), Found::Undecided);
+    assert_eq!(
+        found(C, 0x1080, AFTER_A_IN_G),
+        Found::Candidates(vec![tail(B, C, 0x1044), call(A, C, Some(0x100d))].into())
+    );
 }
 
 #[test]
@@ -203,8 +206,19 @@ fn a_frameless_leaf_called_directly_keeps_the_recovered_caller() {
 }
 
 #[test]
-fn two_chains_of_jumps_leave_the_caller_undecided() {
-    assert_eq!(found(Z, IN_Z, AFTER_R_IN_G), Found::Undecided);
+fn two_chains_of_jumps_leave_both_last_jumps_as_candidates() {
+    assert_eq!(
+        found(Z, IN_Z, AFTER_R_IN_G),
+        Found::Candidates(vec![tail(8, Z, 0x1204), tail(9, Z, 0x1244)].into())
+    );
+}
+
+#[test]
+fn no_chain_the_code_shows_leaves_the_caller_undecided() {
+    // Z sampled at its entry (no frame yet) under G's call of T2: T2 jumps on to C, which
+    // calls only LEAF. Something jumped to Z in a way the code does not show (through a
+    // pointer): no edge, rather than one from T2.
+    assert_eq!(found(Z, 0x1280, AFTER_T2_IN_G), Found::Undecided);
 }
 
 #[test]

@@ -15,6 +15,7 @@
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 
+use super::apportion::apportion;
 use super::code::Code;
 use super::function_index::FunctionIndex;
 use crate::binary::Function;
@@ -94,34 +95,17 @@ fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edg
             (s[0].caller, s.iter().map(|x| x.heat).sum::<u64>(), at)
         })
         .collect();
-    let any_heat = by_caller.iter().any(|c| c.1 > 0);
-    let any_ran = by_caller.iter().any(|c| self_samples[c.0 as usize] > 0);
-    let heat_of = |&(caller, heat, _): &(u32, u64, u64)| match (any_heat, any_ran) {
-        (true, _) => heat,
-        (false, true) => self_samples[caller as usize],
-        (false, false) => 1,
+    // By heat; without any, by the callers' own samples; without those, equally.
+    let heats: Vec<u64> = by_caller.iter().map(|c| c.1).collect();
+    let weights = if heats.iter().any(|&h| h > 0) {
+        heats
+    } else {
+        by_caller
+            .iter()
+            .map(|c| self_samples[c.0 as usize])
+            .collect()
     };
-    let total: u128 = by_caller.iter().map(|c| u128::from(heat_of(c))).sum();
-    if total == 0 {
-        return;
-    }
-    // Largest remainders: the weights are whole samples and add up to the callee's.
-    let mut parts: Vec<(u64, u128, usize)> = by_caller
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let exact = u128::from(samples) * u128::from(heat_of(c));
-            ((exact / total) as u64, exact % total, i)
-        })
-        .collect();
-    let given: u64 = parts.iter().map(|p| p.0).sum();
-    parts.sort_unstable_by_key(|p| (std::cmp::Reverse(p.1), p.2));
-    for p in parts.iter_mut().take((samples - given) as usize) {
-        p.0 += 1;
-    }
-    parts.sort_unstable_by_key(|p| p.2);
-    for (weight, _, i) in parts {
-        let (caller, _, site) = by_caller[i];
+    for (&(caller, _, site), weight) in by_caller.iter().zip(apportion(samples, &weights)) {
         if weight > 0 {
             edges.push(Edge {
                 caller,

@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod apportion;
 mod call_graph;
 mod callers;
 mod code;
@@ -75,6 +76,8 @@ pub mod header {
     pub const SAMPLE_KIND: &str = "sample-kind";
     /// Of the call weight, how much went through tail calls (`Stats::calls_tail`).
     pub const TAIL_CALL_WEIGHT: &str = "tail-call-weight";
+    /// Of those, samples shared among candidate callers (`Stats::calls_tail_shared`).
+    pub const TAIL_CALL_SHARED: &str = "tail-call-shared";
     /// Stack samples whose caller tail calls left undecided (`Stats::calls_tail_undecided`).
     pub const TAIL_CALL_UNDECIDED: &str = "tail-call-undecided";
     /// Present when the edges were inferred from the code (a recording without stacks).
@@ -88,6 +91,10 @@ pub struct Options {
     pub allow_build_id_mismatch: bool,
     /// Keep only the samples of this process (a system-wide recording holds every process).
     pub pid: Option<Pid>,
+    /// A stack sample that several chains of tail jumps could explain (a function shared by
+    /// several that one function jumps to) gives no edge, instead of being shared among the
+    /// candidate callers by their own samples.
+    pub drop_ambiguous_callers: bool,
 }
 
 /// What the call edges come from.
@@ -174,8 +181,11 @@ pub struct Stats {
     /// entry): stack samples whose caller was found by following them in the code (x86-64),
     /// and branch records of such jumps.
     pub calls_tail: u64,
-    /// Stack samples whose caller tail jumps could have reached along several chains, or along
-    /// none the code shows: no edge.
+    /// Of `calls_tail`, stack samples that chains of tail jumps ending in different callers
+    /// could explain, shared among those callers by their own samples.
+    pub calls_tail_shared: u64,
+    /// Stack samples whose caller tail jumps left undecided (an indirect jump, more chains than
+    /// the search follows, or candidates not shared by request): no edge.
     pub calls_tail_undecided: u64,
     /// Branch records of jumps that stay within one function (the input of a block layout).
     pub branches_within_functions: u64,

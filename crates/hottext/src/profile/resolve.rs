@@ -3,6 +3,7 @@
 
 use foldhash::HashMap;
 
+use super::apportion::apportion;
 use super::callers::{Callers, Found, Hop};
 use super::code::{Branch, Code};
 use super::function_index::FunctionIndex;
@@ -74,10 +75,13 @@ impl Counts {
     }
 }
 
+/// `share_candidates`: a stack sample that several chains of tail jumps could explain is shared
+/// among their last hops by the samples of each hop's caller (else it is counted undecided).
 pub(super) fn resolve(
     binary: &Binary,
     code: Code,
     kind: SampleKind,
+    share_candidates: bool,
     tally: Tally,
     stats: &mut Stats,
 ) -> Counts {
@@ -90,6 +94,8 @@ pub(super) fn resolve(
     let mut callers = Callers::new(&binary.functions, &index, code);
     // Without stacks, each sampled address, for the inference.
     let mut ip_samples = Vec::new();
+    // Samples with several candidate callers, shared once every function's samples are known.
+    let mut candidates = Vec::new();
 
     let by_frame_pointers = tally
         .stack_tops
@@ -120,10 +126,24 @@ pub(super) fn resolve(
                 }
                 counts.add(hop, n, through_tail, &index, stats);
             }
+            Found::Candidates(hops) if share_candidates => candidates.push((hops, n)),
             Found::PointerCaller => stats.calls_caller_unknown += n,
-            Found::Undecided => stats.calls_tail_undecided += n,
+            Found::Candidates(_) | Found::Undecided => stats.calls_tail_undecided += n,
             Found::Unresolved => stats.calls_unresolved += n,
         }
+    }
+
+    for (hops, n) in candidates {
+        let weights: Vec<u64> = hops
+            .iter()
+            .map(|h| counts.self_samples[h.caller as usize])
+            .collect();
+        for (&hop, part) in hops.iter().zip(apportion(n, &weights)) {
+            if part > 0 {
+                counts.add(hop, part, true, &index, stats);
+            }
+        }
+        stats.calls_tail_shared += n;
     }
 
     if kind == SampleKind::Plain {
@@ -239,6 +259,7 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
         SampleKind::Plain => b.header(header::EDGES, "inferred from the code"),
         SampleKind::Stack | SampleKind::Dwarf | SampleKind::Branch => {
             b.header(header::TAIL_CALL_WEIGHT, stats.calls_tail);
+            b.header(header::TAIL_CALL_SHARED, stats.calls_tail_shared);
             b.header(header::TAIL_CALL_UNDECIDED, stats.calls_tail_undecided);
         }
     }
