@@ -15,7 +15,9 @@
 #   4b. `truth`: hottext's order of the same profile with its call lines replaced by callgrind's
 #      exact graph (callgrind_edges.py on base, a tenth of the workload), scaled to the profile's
 #      call weight: what hottext's layout reaches once its graph is right (item 2's fix)
-#   5. steps 2 to 4b again, ROUNDS times in all (new recordings each time; the orders, so the
+#   4c. `boltorder`: BOLT's own function order (bolt's hot text by address) relinked by GNU ld
+#      through hottext's script: what BOLT's order gives without BOLT's way of emitting code
+#   5. steps 2 to 4c again, ROUNDS times in all (new recordings each time; the orders, so the
 #      ratio, vary with the samples), base against each only in the first round
 #
 # Environment: BUILD (default build/graph-layout), REQUESTS (recorded runs, default 20000000),
@@ -83,7 +85,20 @@ PY
     "$bolt_bin/perf2bolt" -nl -p bolt.data -o bolt.fdata base >perf2bolt.log 2>&1 || { tail -20 perf2bolt.log; exit 1; }
     "$bolt_bin/llvm-bolt" base -o bolt -data=bolt.fdata -reorder-functions=cdsort -keep-nops >bolt.log 2>&1 ||
         { tail -20 bolt.log; exit 1; }
-    for b in hot bolt truth; do
+    # boltorder: BOLT's function order (its hot text, by address), relinked by GNU ld through
+    # hottext's script: tells BOLT's order from the way BOLT emits the code.
+    nm -n --defined-only bolt | awk '$3 == "__hot_start" {on = 1; next} $3 == "__hot_end" {on = 0}
+        on && $2 ~ /^[tT]$/ {print $3}' >bolt.order
+    python3 - hot.ld bolt.order >boltorder.ld <<'PY'
+import sys
+script, order = open(sys.argv[1]).read(), open(sys.argv[2]).read().split()
+head, rest = script.split("    __hot_start = .;\n", 1)
+tail = rest[rest.index("    __hot_end"):]
+rules = "".join(f"    *(.text.{n} .text.hot.{n} .text.startup.{n})\n" for n in order)
+print(head + "    __hot_start = .;\n" + rules + tail, end="")
+PY
+    link boltorder -Wl,-T,boltorder.ld
+    for b in hot bolt truth boltorder; do
         got=$(./$b 1000)
         [ "$got" = "$want" ] || { echo "graph-layout: $b computes $got, base $want" >&2; exit 1; }
     done
@@ -95,6 +110,7 @@ PY
     fi
     simulate "bolt-hot-$round" bolt hot
     simulate "bolt-truth-$round" bolt truth
+    simulate "bolt-boltorder-$round" bolt boltorder
 done
 python3 - "$build" "$rounds" <<'PY'
 import json, sys
@@ -102,7 +118,7 @@ FIGURES = [("itlb-l1-misses-per-m", "L1 iTLB"), ("itlb-l2-misses-per-m", "L2 iTL
 print("| A | B | " + " | ".join(f"{label} per M instr A / B (B/A)" for _, label in FIGURES) + " |")
 print("| --- | --- |" + " --- |" * len(FIGURES))
 rounds = int(sys.argv[2])
-names = [f"bolt-{c}-{r}" for c in ("hot", "truth") for r in range(1, rounds + 1)]
+names = [f"bolt-{c}-{r}" for c in ("hot", "truth", "boltorder") for r in range(1, rounds + 1)]
 for name in ["base-hot", "base-bolt"] + names:
     report = json.load(open(f"{sys.argv[1]}/sim-{name}.json"))
     rows = {r["key"]: r for r in report["rows"]}
