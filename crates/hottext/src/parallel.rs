@@ -1,6 +1,6 @@
 //! Two pieces of work at once, for the steps that split in two (the candidates of `--algorithm
-//! auto`, cdsort's set-up, formatting a large script, reading a binary's code while `profile`
-//! reads perf.data): on a small machine the second CPU is otherwise idle.
+//! auto`, cdsort's set-up, formatting a large script): on a small machine the second CPU is
+//! otherwise idle.
 
 use std::sync::{Mutex, PoisonError};
 

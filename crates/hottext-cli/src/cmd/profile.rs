@@ -10,25 +10,26 @@ use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::os::proc::Pid;
-use hottext::profile::{events, read, Event, MatchedBy, Options, ProfileError, SampleKind, Stats};
+use hottext::profile::{
+    events, read, Event, MatchedBy, Options, ProfileError, SampleKind, Stats, NO_EDGE_WARNING,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::pid_arg;
 use crate::output;
 
-/// Warn when more of the samples than this give no edge for want of a frame pointer.
-const CALLER_UNKNOWN_WARNING: f64 = 0.05;
 /// Files smaller than this read in well under a second: no progress bar.
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 
 /// Build the call graph of one binary from a perf.data file
 ///
-/// Keeps the samples that fall in BIN (matched by build-id, else by path, and says which), maps
-/// their addresses to BIN's functions (removing a PIE's load bias), and writes the profile text.
-/// Call stacks give an edge from the caller frame to the innermost frame; branch records give
-/// one per call entry. Samples outside BIN, addresses without a symbol, and records perf lost
-/// are counted and shown.
+/// Keeps the samples that fall in BIN (matched by build-id, else by path, else by file name and
+/// code, and says which), maps their addresses to BIN's functions (removing a PIE's load bias),
+/// and writes the profile text. Call stacks (frame pointers or DWARF) give an edge from the
+/// caller frame to the innermost frame, following tail calls through the code; branch records
+/// give one per call or tail jump; plain samples get edges inferred from the direct calls.
+/// Samples outside BIN, addresses without a symbol, and records perf lost are counted and shown.
 ///
 /// Every event with the same kind of call information is used (both PMUs of a hybrid CPU);
 /// branch records win over stacks. `--events` lists the file's events and what their samples
@@ -222,7 +223,7 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
         ));
     }
     let unknown = stats.calls_caller_unknown as f64 / stats.samples_in_binary.max(1) as f64;
-    if unknown > CALLER_UNKNOWN_WARNING {
+    if unknown > NO_EDGE_WARNING {
         output::warn(format!(
             "{:.0}% of {bin}'s samples were taken where the function had no frame of its own and \
              its caller was entered through a pointer: they give no call edge",
@@ -230,7 +231,7 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
         ));
     }
     let undecided = stats.calls_tail_undecided as f64 / stats.samples_in_binary.max(1) as f64;
-    if undecided > CALLER_UNKNOWN_WARNING {
+    if undecided > NO_EDGE_WARNING {
         output::warn(format!(
             "{:.0}% of {bin}'s samples came through tail calls (jumps to another function) that \
              the code cannot follow (an indirect jump, too many chains, or --drop-ambiguous-callers): \
@@ -247,9 +248,15 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
         ));
     }
     if graph.calls().is_empty() {
-        output::warn(format!(
-            "no call edge was found: was {bin} built without frame pointers? (build with -fno-omit-frame-pointer)"
-        ));
+        let why = match stats.sample_kind {
+            SampleKind::Stack => format!(
+                "was {bin} built without frame pointers? (build with -fno-omit-frame-pointer, or record with hottext record, which uses DWARF stacks then)"
+            ),
+            SampleKind::Dwarf => format!("could {bin}'s CFI (.eh_frame) not unwind its samples? (see 'not unwound')"),
+            SampleKind::Branch => "the branch records hold no call between two of its functions".into(),
+            SampleKind::Plain => format!("{bin}'s sampled functions have no direct caller that the code shows"),
+        };
+        output::warn(format!("no call edge was found: {why}"));
     }
 }
 

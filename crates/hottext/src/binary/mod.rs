@@ -36,7 +36,8 @@ pub struct Function {
 
 impl Function {
     pub fn end(&self) -> StatedAddr {
-        StatedAddr(self.start.0 + self.size)
+        // Saturating: a crafted symbol size must not wrap past the address space.
+        StatedAddr(self.start.0.saturating_add(self.size))
     }
 }
 

@@ -7,8 +7,7 @@ use crate::graph::Graph;
 use crate::profile::header::{
     SAMPLE_KIND, TAIL_CALL_SHARED, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT,
 };
-/// Tail calls left undecided beyond this share of the call weight deserve a warning.
-const UNDECIDED_WARNING: f64 = 0.05;
+use crate::profile::NO_EDGE_WARNING;
 
 /// One check on the call graph's source. For a merged profile the headers are its newest
 /// part's.
@@ -41,9 +40,10 @@ pub fn call_graph(profile: &Graph) -> Check {
         "{kind}; {:.1}% of the call weight went through tail calls (followed in the code; {shared} samples shared among possible callers), {undecided} samples undecided",
         share(tail)
     );
-    if (undecided as f64) > UNDECIDED_WARNING * calls.max(1) as f64 {
+    let samples = number("samples").unwrap_or(calls).max(1);
+    if undecided as f64 > NO_EDGE_WARNING * samples as f64 {
         return Check::new("profile", name, Status::Warn, value).remedy(
-            "tail calls the code cannot follow (indirect jumps) left callers undecided: record DWARF stacks (hottext record --sampling dwarf), branch records where the CPU has them, or build with -fno-optimize-sibling-calls",
+            "tail calls the code cannot follow (indirect jumps) left callers undecided: record branch records where the CPU has them, or build with -fno-optimize-sibling-calls",
         );
     }
     Check::new("profile", name, Status::Info, value)

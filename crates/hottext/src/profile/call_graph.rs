@@ -11,17 +11,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use foldhash::HashMap;
-use linux_perf_data::linux_perf_event_reader::constants::{
-    PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_MMAP_BUILD_ID,
-};
-use linux_perf_data::linux_perf_event_reader::{
-    EventRecord, Mmap2FileId, RawEventRecord, RecordType,
-};
+use linux_perf_data::linux_perf_event_reader::{EventRecord, RawEventRecord, RecordType};
 use linux_perf_data::PerfFileRecord;
 
 use super::code::Code;
 use super::events::EventChoice;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
+use super::mmap_record::executable_mapping;
 use super::perf_file::PerfData;
 use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
 use super::sample::{RecordedBranch, RegNumbers, Sample, SampleLayout};
@@ -30,17 +26,10 @@ use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
 use crate::os::proc::Pid;
-use crate::parallel::join;
 
 /// Records between two progress reports: often enough for a smooth bar, rare enough to cost
 /// nothing.
 pub(super) const PROGRESS_EVERY: u64 = 1 << 16;
-/// Offset of the build-id length byte in a MMAP2 body (after pid, tid, addr, len, pgoff).
-const MMAP2_BUILD_ID_LEN_AT: usize = 32;
-/// The longest build-id a MMAP2 record can carry (linux-perf-event-reader asserts on more).
-const MMAP2_BUILD_ID_MAX: u8 = 20;
-/// PROT_EXEC in a MMAP2 record's protection.
-const PROT_EXEC: u32 = 4;
 
 pub(super) fn build(
     path: &Path,
@@ -77,32 +66,20 @@ pub(super) fn build(
         first_time: u64::MAX,
         last_time: 0,
     };
-    // The code bytes are needed only after the pass over perf.data: read them meanwhile.
-    let (code, pass) = join(
-        || Code::read(binary),
-        || -> Result<(), ProfileError> {
-            let mut records = 0u64;
-            loop {
-                if records % PROGRESS_EVERY == 0 {
-                    progress(perf.bytes_read(), perf.size);
-                }
-                let Some(record) = perf.next()? else { break };
-                records += 1;
-                if let PerfFileRecord::EventRecord { attr_index, record } = record {
-                    reader.record(attr_index, &record);
-                }
-            }
-            progress(perf.size, perf.size);
-            reader.stats.records = records;
-            Ok(())
-        },
-    );
-    pass?;
-    let code = code.map_err(|source| ProfileError::Io {
-        path: binary.path.clone(),
-        source,
-    })?;
-    reader.finish(code)
+    let mut records = 0u64;
+    loop {
+        if records % PROGRESS_EVERY == 0 {
+            progress(perf.bytes_read(), perf.size);
+        }
+        let Some(record) = perf.next()? else { break };
+        records += 1;
+        if let PerfFileRecord::EventRecord { attr_index, record } = record {
+            reader.record(attr_index, &record);
+        }
+    }
+    progress(perf.size, perf.size);
+    reader.stats.records = records;
+    reader.finish(Code::of(binary))
 }
 
 struct Reader<'b> {
@@ -281,74 +258,36 @@ impl Reader<'_> {
     }
 
     fn mmap(&mut self, record: &RawEventRecord) {
-        if record.misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL {
-            return; // the kernel and its modules
-        }
-        if record.record_type == RecordType::MMAP2
-            && record.misc & PERF_RECORD_MISC_MMAP_BUILD_ID != 0
-        {
-            let len = record.data.as_slice().get(MMAP2_BUILD_ID_LEN_AT).copied();
-            if len.is_none_or(|n| n > MMAP2_BUILD_ID_MAX) {
-                self.stats.unreadable_records += 1;
-                return;
-            }
-        }
-        let (pid, start, len, pgoff, executable, path, mmap_build_id) = match record.parse() {
-            Ok(EventRecord::Mmap(m)) => (
-                m.pid,
-                m.address,
-                m.length,
-                m.page_offset,
-                m.is_executable,
-                m.path,
-                None,
-            ),
-            Ok(EventRecord::Mmap2(m)) => {
-                let id = match m.file_id {
-                    Mmap2FileId::BuildId(id) => Some(id),
-                    Mmap2FileId::InodeAndVersion(_) => None,
-                };
-                (
-                    m.pid,
-                    m.address,
-                    m.length,
-                    m.page_offset,
-                    m.protection & PROT_EXEC != 0,
-                    m.path,
-                    id,
-                )
-            }
-            _ => {
+        let m = match executable_mapping(record) {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(()) => {
                 self.stats.unreadable_records += 1;
                 return;
             }
         };
-        if !executable {
-            return;
-        }
-        let path = path.as_slice();
-        let recorded =
-            mmap_build_id.or_else(|| self.recorded_build_ids.get(path.as_ref()).cloned());
-        let verdict = self.identity.judge(self.binary, &path, recorded.as_deref());
+        let (path, mmap_build_id) = (&m.path[..], m.build_id);
+        let recorded = mmap_build_id.or_else(|| self.recorded_build_ids.get(path).cloned());
+        let verdict = self.identity.judge(self.binary, path, recorded.as_deref());
         let is_binary = matches!(verdict, Verdict::Binary(_));
         match verdict {
             Verdict::Binary(by) => {
                 self.matched_by.insert(by);
                 if by == MatchedBy::MismatchAllowed {
-                    self.note_other_build(&path, recorded.as_deref().unwrap_or_default());
+                    self.note_other_build(path, recorded.as_deref().unwrap_or_default());
                 }
             }
-            Verdict::OtherBuild { build_id } => self.note_other_build(&path, &build_id),
+            Verdict::OtherBuild { build_id } => self.note_other_build(path, &build_id),
             Verdict::OtherCode => {
-                self.other_code.insert(display_path(&path));
+                self.other_code.insert(display_path(path));
             }
             Verdict::Other => {
                 if !path.starts_with(b"[") && !path.starts_with(b"//anon") {
-                    self.mapped_files.insert(display_path(&path));
+                    self.mapped_files.insert(display_path(path));
                 }
             }
         }
-        self.mappings.map(pid, start, len, pgoff, is_binary);
+        self.mappings.map(m.pid, m.start, m.len, m.pgoff, is_binary);
     }
 
     fn note_other_build(&mut self, path: &[u8], build_id: &[u8]) {
@@ -358,7 +297,7 @@ impl Reader<'_> {
         });
     }
 
-    fn finish(mut self, code: Code) -> Result<(Graph, Stats), ProfileError> {
+    fn finish(mut self, code: Code<'_>) -> Result<(Graph, Stats), ProfileError> {
         self.stats.event = self.events.used_names();
         self.stats.unused_events = self.events.unused(&self.samples_by_event);
         self.stats.matched_by = self.matched_by.iter().copied().collect();

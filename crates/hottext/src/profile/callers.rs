@@ -10,9 +10,11 @@
 //! - `F` ran with its own frame (or the stack was unwound by CFI, which is exact everywhere):
 //!   the chain is `T` then direct tail jumps to `F`.
 //! - `F` had no frame of its own (its entry or `ret`, or a frameless leaf; see `frames.rs`): the
-//!   frame below is its caller's, so the chain from `T` holds exactly one direct call, with tail
-//!   jumps before or after it. When `T` has no tail jumps and does not call `F` directly, `T`
-//!   called it through a pointer: the edge is `T → F` with its site unknown.
+//!   frame below is its caller's, so the chain from `T` holds one direct call, with tail jumps
+//!   before or after it; or none, when `F` runs in the frame of the function that jumped to it
+//!   (gcc's `foo.cold` part, entered by a jump from `foo`). When `T` has no tail jumps and does
+//!   not call `F` directly, `T` called it through a pointer: the edge is `T → F` with its site
+//!   unknown.
 //!
 //! As for any stack sample, only the innermost edge gets the sample's weight: the last hop of the
 //! chain, the call or jump that entered `F` (`B → C` in the example), at its site; the hops
@@ -21,8 +23,9 @@
 //! to) leave candidates, each a real call of `F` that the code shows reachable: `resolve.rs`
 //! shares the sample among them by their own samples, or drops it if asked. No chain where
 //! tail jumps leave `T` (an indirect jump), or more chains than the limits, leave the caller
-//! undecided: no edge, counted. A call through the PLT or a pointer leaves nothing to follow,
-//! and the stack is taken as unwound.
+//! undecided: no edge, counted. A call through the PLT or a pointer into a function with its
+//! own frame leaves nothing to follow, and the stack is taken as unwound; into one without,
+//! the caller is unknown (no edge, counted).
 
 use std::rc::Rc;
 
@@ -40,6 +43,10 @@ const MAX_HOPS: usize = 6;
 /// the caller is left undecided rather than the search left to grow.
 const MAX_CANDIDATES: usize = 64;
 const MAX_STEPS: usize = 20_000;
+/// The hops all searches of one profile may take together: a crafted binary and recording with
+/// millions of distinct pairs must not keep `profile` busy for hours. Past it, searches end
+/// undecided (about a second of work on this project's machines).
+const MAX_STEPS_IN_ALL: usize = 50_000_000;
 
 /// One call or tail jump between two functions (indices into the binary's functions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,11 +65,12 @@ pub(crate) enum Found {
     /// came between the stack's frames.
     Caller { hop: Hop, through_tail: bool },
     /// Chains of tail jumps that end in different hops could each have led here: one of these
-    /// entered the sampled function.
-    Candidates(Rc<[Hop]>),
+    /// entered the sampled function; `through_tail` when any of the chains has a tail jump.
+    Candidates { hops: Rc<[Hop]>, through_tail: bool },
     /// The function had no frame of its own and its caller was entered through a pointer.
     PointerCaller,
-    /// Tail jumps could have led here along several chains, or along none that the code shows.
+    /// Tail jumps leave the function the stack names, but no chain the code shows leads here
+    /// (an indirect jump), or more chains than the search follows.
     Undecided,
     /// The return address lies in the binary but in no function.
     Unresolved,
@@ -81,15 +89,17 @@ enum Paths {
 pub(crate) struct Callers<'a> {
     functions: &'a [Function],
     index: &'a FunctionIndex,
-    pub code: Code,
+    pub code: Code<'a>,
     frames: Frames,
     /// Per function decoded so far: its direct calls and jumps to other functions' entries.
     hops: HashMap<u32, Rc<[Hop]>>,
     paths: HashMap<(u32, u32, bool), Paths>,
+    /// Hops left for all searches together ([`MAX_STEPS_IN_ALL`]).
+    steps_left: usize,
 }
 
 impl<'a> Callers<'a> {
-    pub fn new(functions: &'a [Function], index: &'a FunctionIndex, code: Code) -> Callers<'a> {
+    pub fn new(functions: &'a [Function], index: &'a FunctionIndex, code: Code<'a>) -> Callers<'a> {
         Callers {
             functions,
             index,
@@ -97,6 +107,7 @@ impl<'a> Callers<'a> {
             frames: Frames::new(functions.len()),
             hops: HashMap::default(),
             paths: HashMap::default(),
+            steps_left: MAX_STEPS_IN_ALL,
         }
     }
 
@@ -135,7 +146,10 @@ impl<'a> Callers<'a> {
                             hop,
                             through_tail: true,
                         },
-                        _ => Found::Candidates(last),
+                        _ => Found::Candidates {
+                            hops: last,
+                            through_tail: true,
+                        },
                     },
                     Paths::TooMany => Found::Undecided,
                 },
@@ -144,13 +158,28 @@ impl<'a> Callers<'a> {
         let Some(t) = entered.and_then(|t| self.index.starting_at(t)) else {
             return Found::PointerCaller;
         };
-        let (last, through_tail) = match self.paths(t, callee, true) {
-            Paths::Ends { last, through_tail } => (last, through_tail),
-            Paths::TooMany => return Found::Undecided,
+        // The chains with one call, and those with none (a part that runs in its jumper's frame).
+        let (last, through_tail) = match (self.paths(t, callee, true), self.paths(t, callee, false))
+        {
+            (
+                Paths::Ends { last, through_tail },
+                Paths::Ends {
+                    last: in_frame,
+                    through_tail: t,
+                },
+            ) => {
+                let mut all = last.to_vec();
+                all.extend(in_frame.iter().filter(|h| !last.contains(h)));
+                (Rc::<[Hop]>::from(all), through_tail || t)
+            }
+            _ => return Found::Undecided,
         };
         match *last {
             [hop] => Found::Caller { hop, through_tail },
-            [_, _, ..] => Found::Candidates(last),
+            [_, _, ..] => Found::Candidates {
+                hops: last,
+                through_tail,
+            },
             [] if self.hops_from(t).iter().any(|h| h.tail) => Found::Undecided,
             [] => Found::Caller {
                 hop: Hop {
@@ -175,9 +204,11 @@ impl<'a> Callers<'a> {
             last: Vec::new(),
             through_tail: false,
             steps: 0,
+            budget: MAX_STEPS.min(self.steps_left),
         };
         self.walk(&mut search, from, one_call);
-        let found = if search.last.len() > MAX_CANDIDATES || search.steps > MAX_STEPS {
+        self.steps_left = self.steps_left.saturating_sub(search.steps);
+        let found = if search.last.len() > MAX_CANDIDATES || search.steps > search.budget {
             Paths::TooMany
         } else {
             Paths::Ends {
@@ -193,7 +224,7 @@ impl<'a> Callers<'a> {
         let hops = self.hops_from(at);
         for hop in hops.iter() {
             s.steps += 1;
-            if s.last.len() > MAX_CANDIDATES || s.steps > MAX_STEPS {
+            if s.last.len() > MAX_CANDIDATES || s.steps > s.budget {
                 return;
             }
             if !hop.tail && !need_call
@@ -254,6 +285,8 @@ struct Search {
     last: Vec<Hop>,
     through_tail: bool,
     steps: usize,
+    /// The hops this search may take: [`MAX_STEPS`], or fewer when all searches are near theirs.
+    budget: usize,
 }
 
 #[cfg(test)]

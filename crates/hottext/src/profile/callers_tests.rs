@@ -11,6 +11,8 @@ const P: u32 = 6;
 const Z: u32 = 10;
 const S: u32 = 11;
 const K: u32 = 12;
+const FOO: u32 = 13;
+const FOO_COLD: u32 = 14;
 
 /// Each function is 0x40 bytes, from 0x1000 on:
 ///   A    push %rbp; mov %rsp,%rbp; call B; call C; pop %rbp; ret
@@ -26,9 +28,12 @@ const K: u32 = 12;
 ///   Z    push; mov; nop; nop; pop; ret
 ///   S    push; mov; call 0x1400 (no function there: a PLT stub, say); pop; ret
 ///   K    push; mov; call B; pop; ret
-fn program() -> (Vec<Function>, Code) {
-    const NAMES: [&str; 13] = [
-        "A", "B", "C", "LEAF", "G", "T2", "P", "R", "X", "Y", "Z", "S", "K",
+///   FOO  push; mov; je FOO_COLD; pop; ret      (gcc's hot/cold split)
+///   FOO_COLD nop; nop; ud2                       (runs in FOO's frame)
+/// and G also calls FOO, after A.
+fn program() -> (Vec<Function>, Code<'static>) {
+    const NAMES: [&str; 15] = [
+        "A", "B", "C", "LEAF", "G", "T2", "P", "R", "X", "Y", "Z", "S", "K", "FOO", "FOO_COLD",
     ];
     let at = |f: u32| 0x1000 + 0x40 * u64::from(f);
     let mut bytes = vec![0xccu8; 0x40 * NAMES.len()];
@@ -45,7 +50,7 @@ fn program() -> (Vec<Function>, Code) {
     };
     let frame = [0x55, 0x48, 0x89, 0xe5];
     let pop_ret = [0x5d, 0xc3];
-    let program: [(u32, Vec<Op>); 13] = {
+    let program: [(u32, Vec<Op>); 15] = {
         use Op::*;
         [
             (A, vec![Frame, Call(B), Call(C), PopRet]),
@@ -62,6 +67,7 @@ fn program() -> (Vec<Function>, Code) {
                     Call(7),
                     Call(K),
                     Call(A),
+                    Call(FOO),
                     PopRet,
                 ],
             ),
@@ -73,6 +79,8 @@ fn program() -> (Vec<Function>, Code) {
             (Z, vec![Frame, Raw(&[0x90, 0x90]), PopRet]),
             (S, vec![Frame, CallAddr(0x1400), PopRet]),
             (K, vec![Frame, Call(B), PopRet]),
+            (FOO, vec![Frame, Je(FOO_COLD), PopRet]),
+            (FOO_COLD, vec![Raw(&[0x90, 0x90, 0x0f, 0x0b])]),
         ]
     };
     for (f, ops) in program {
@@ -100,7 +108,7 @@ fn program() -> (Vec<Function>, Code) {
             aliases: vec![],
         })
         .collect();
-    (functions, Code::Segments(vec![(0x1000, bytes)]))
+    (functions, Code::Segments(vec![(0x1000, bytes.leak())]))
 }
 
 enum Op {
@@ -145,6 +153,7 @@ const AFTER_R_IN_G: u64 = 0x1115;
 const AFTER_K_IN_G: u64 = 0x111a;
 const AFTER_A_IN_G: u64 = 0x111f;
 const AFTER_STUB_IN_S: u64 = 0x12c9;
+const AFTER_FOO_IN_G: u64 = 0x1124;
 /// In C's body (after its prologue), at LEAF's second byte, in Z's body.
 const IN_C: u64 = 0x1085;
 const IN_LEAF: u64 = 0x10c1;
@@ -193,7 +202,10 @@ fn a_function_sampled_at_its_entry_after_a_call_then_a_jump() {
     // A calls C directly and through B: either could have led to C's entry.
     assert_eq!(
         found(C, 0x1080, AFTER_A_IN_G),
-        Found::Candidates(vec![tail(B, C, 0x1044), call(A, C, Some(0x100d))].into())
+        Found::Candidates {
+            hops: vec![tail(B, C, 0x1044), call(A, C, Some(0x100d))].into(),
+            through_tail: true
+        }
     );
 }
 
@@ -206,10 +218,22 @@ fn a_frameless_leaf_called_directly_keeps_the_recovered_caller() {
 }
 
 #[test]
+fn a_cold_part_runs_in_the_frame_of_the_function_that_jumped_to_it() {
+    // FOO_COLD has no prologue: the frame is FOO's, whose return address is in G.
+    assert_eq!(
+        found(FOO_COLD, 0x1381, AFTER_FOO_IN_G),
+        caller(tail(FOO, FOO_COLD, 0x1349), true)
+    );
+}
+
+#[test]
 fn two_chains_of_jumps_leave_both_last_jumps_as_candidates() {
     assert_eq!(
         found(Z, IN_Z, AFTER_R_IN_G),
-        Found::Candidates(vec![tail(8, Z, 0x1204), tail(9, Z, 0x1244)].into())
+        Found::Candidates {
+            hops: vec![tail(8, Z, 0x1204), tail(9, Z, 0x1244)].into(),
+            through_tail: true
+        }
     );
 }
 

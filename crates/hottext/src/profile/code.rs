@@ -6,10 +6,6 @@
 //! at those addresses says what really happened there: a `call`, a jump within a function, a
 //! tail call (a `jmp` to another function's entry, which leaves no frame behind), or a return.
 
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
-
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 
 use crate::binary::{Binary, Function};
@@ -41,28 +37,37 @@ pub(crate) struct Transfer {
     pub is_call: bool,
 }
 
-/// The binary's executable segments, read whole: the look-ups are random accesses all over a
-/// big text, which plain memory serves far faster than reads or a page cache.
-pub(crate) enum Code {
+/// The binary's executable segments, in the bytes `Binary::open` read: the look-ups are random
+/// accesses all over a big text, which plain memory serves far faster than reads.
+pub(crate) enum Code<'a> {
     /// Not x86-64: nothing is decoded, and every edge is taken as recorded.
     None,
-    /// `(stated start, bytes)` of each executable segment.
-    Segments(Vec<(u64, Vec<u8>)>),
+    /// `(stated start, bytes)` of each executable segment (as much of it as the file holds).
+    Segments(Vec<(u64, &'a [u8])>),
 }
 
-impl Code {
-    pub fn read(binary: &Binary) -> io::Result<Code> {
+impl<'a> Code<'a> {
+    pub fn of(binary: &'a Binary) -> Code<'a> {
         if binary.architecture != object::Architecture::X86_64 {
-            return Ok(Code::None);
+            return Code::None;
         }
-        let file = File::open(&binary.path)?;
-        let mut segments = Vec::new();
-        for seg in &binary.exec_segments {
-            let mut bytes = vec![0u8; seg.file_size as usize];
-            file.read_exact_at(&mut bytes, seg.offset.0)?;
-            segments.push((seg.start.0, bytes));
-        }
-        Ok(Code::Segments(segments))
+        let file = binary.bytes();
+        let segments = binary
+            .exec_segments
+            .iter()
+            .map(|seg| {
+                // The segment's bounds come from the file: clamp them to it.
+                let at = usize::try_from(seg.offset.0)
+                    .unwrap_or(usize::MAX)
+                    .min(file.len());
+                let len = usize::try_from(seg.file_size).unwrap_or(usize::MAX);
+                (
+                    seg.start.0,
+                    &file[at..at.saturating_add(len).min(file.len())],
+                )
+            })
+            .collect();
+        Code::Segments(segments)
     }
 
     pub fn is_decoded(&self) -> bool {
@@ -117,29 +122,61 @@ impl Code {
 
     /// The direct calls and jumps of `func` whose target lies outside it, sorted.
     pub fn transfers_out(&self, func: &Function) -> Vec<Transfer> {
-        let bytes = self.bytes(func.start.0, func.size as usize);
         let (start, end) = (func.start.0, func.end().0);
-        let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
-        let mut insn = Instruction::default();
-        let mut out = Vec::new();
-        while decoder.can_decode() {
-            decoder.decode_out(&mut insn);
-            let is_call = match insn.flow_control() {
-                FlowControl::Call => true,
-                FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => false,
-                _ => continue,
-            };
-            let target = insn.near_branch_target();
-            if target < start || target >= end {
-                out.push(Transfer {
-                    target,
-                    site: insn.next_ip() - 1,
-                    is_call,
-                });
-            }
-        }
+        let mut out: Vec<Transfer> = self
+            .control_flow(func)
+            .filter_map(|c| c.transfer())
+            .filter(|t| t.target < start || t.target >= end)
+            .collect();
         out.sort_unstable();
         out
+    }
+
+    /// The instructions of `func` that do not simply fall through to the next one, in order.
+    pub fn control_flow<'c>(&'c self, func: &Function) -> impl Iterator<Item = Flow> + 'c {
+        let bytes = self.bytes(func.start.0, func.size as usize);
+        let mut decoder = Decoder::with_ip(64, bytes, func.start.0, DecoderOptions::NONE);
+        let mut insn = Instruction::default();
+        std::iter::from_fn(move || {
+            while decoder.can_decode() {
+                decoder.decode_out(&mut insn);
+                let kind = insn.flow_control();
+                if kind != FlowControl::Next {
+                    return Some(Flow {
+                        kind,
+                        target: insn.near_branch_target(),
+                        next: insn.next_ip(),
+                    });
+                }
+            }
+            None
+        })
+    }
+}
+
+/// An instruction that changes the flow of control.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flow {
+    pub kind: FlowControl,
+    /// The direct target (0 when there is none).
+    pub target: u64,
+    /// The address after it.
+    pub next: u64,
+}
+
+impl Flow {
+    /// A direct call or jump (conditional or not), as a transfer to its target.
+    pub fn transfer(self) -> Option<Transfer> {
+        let is_call = match self.kind {
+            FlowControl::Call => true,
+            FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => false,
+            _ => return None,
+        };
+        Some(Transfer {
+            target: self.target,
+            site: self.next - 1,
+            is_call,
+        })
     }
 }
 
@@ -158,7 +195,7 @@ mod tests {
     }
 
     /// At 0x1000: call 0x1100; jmp 0x1200; je 0x1300; jmp 0x1000 (itself); call *%rax; ret.
-    fn code() -> Code {
+    fn code() -> Code<'static> {
         let mut b = vec![0xe8];
         b.extend_from_slice(&(0x1100i32 - 0x1005).to_le_bytes());
         b.push(0xe9);
@@ -167,7 +204,7 @@ mod tests {
         b.extend_from_slice(&(0x1300i32 - 0x1010).to_le_bytes());
         b.extend_from_slice(&[0xeb, 0xee]); // jmp rel8 back to 0x1000
         b.extend_from_slice(&[0xff, 0xd0, 0xc3]);
-        Code::Segments(vec![(0x1000, b)])
+        Code::Segments(vec![(0x1000, b.leak())])
     }
 
     #[test]

@@ -112,8 +112,8 @@ pub(crate) struct EventChoice {
 }
 
 impl EventChoice {
-    /// Chooses the events to build the graph from: all readable ones with branch records, else
-    /// all readable ones with stacks.
+    /// Chooses the events to build the graph from: all readable ones of the best kind any has
+    /// (branch records, DWARF stacks, frame-pointer stacks, plain samples).
     pub fn new(
         path: &Path,
         perf: &PerfData,
@@ -121,7 +121,7 @@ impl EventChoice {
     ) -> Result<EventChoice, ProfileError> {
         let (mut events, mut layouts) = catalogue(perf, regs);
         let Some(kind) = mark_used(&mut events) else {
-            // Name the first event whose call information could not be read, if there is one.
+            // Every event is unreadable: name the first, with why.
             if let Some(e) = events.first() {
                 return Err(ProfileError::UnsupportedSamples {
                     path: path.into(),
@@ -129,11 +129,7 @@ impl EventChoice {
                     problem: e.unreadable.unwrap_or("cannot be read"),
                 });
             }
-            let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-            return Err(ProfileError::NoCallInfo {
-                path: path.into(),
-                events: names.join(", "),
-            });
+            return Err(ProfileError::NoEvents { path: path.into() });
         };
         for (event, layout) in events.iter().zip(&mut layouts) {
             if !event.used {
@@ -160,12 +156,7 @@ impl EventChoice {
 
     /// The events left out, with their sample counts (`samples[attr_index]`) and the reason.
     pub fn unused(&self, samples: &[u64]) -> Vec<UnusedEvent> {
-        let chosen = match self.kind {
-            SampleKind::Branch => "branch records were used",
-            SampleKind::Dwarf => "DWARF stacks were used",
-            SampleKind::Stack => "frame-pointer stacks were used",
-            SampleKind::Plain => "plain samples were used",
-        };
+        let chosen = format!("{} were used", self.kind.description());
         self.events
             .iter()
             .zip(samples)

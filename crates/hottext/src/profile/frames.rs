@@ -9,7 +9,7 @@
 //! (about half of the demo service's).
 //!
 //! The second frame is then the return address of the call that entered the real caller;
-//! `tail_calls.rs` follows that call to the sampled function. This file only tells whether the
+//! `callers.rs` follows that call to the sampled function. This file only tells whether the
 //! sampled instruction ran with the function's own frame. On other architectures edges are
 //! taken as perf gives them.
 
@@ -53,7 +53,7 @@ impl Frames {
     /// unwound return address is its own. Without code to decode, it is taken as unwound.
     pub fn has_own_frame(
         &mut self,
-        code: &Code,
+        code: &Code<'_>,
         f: usize,
         func: &Function,
         ip: StatedAddr,
@@ -77,7 +77,7 @@ impl Frames {
     }
 }
 
-fn at_return(code: &Code, ip: u64) -> bool {
+fn at_return(code: &Code<'_>, ip: u64) -> bool {
     matches!(code.bytes(ip, 2), [RET, ..] | [RET_IMM16, ..] | [REPZ, RET])
 }
 
@@ -97,7 +97,7 @@ mod tests {
 
     /// At 0x1000: L: push %rbp; mov %rsp,%rbp; nop; pop %rbp; ret (frame set up at +4);
     /// at 0x1020: LEAF: mov %rdi,%rax; ret (no frame).
-    fn code() -> (Code, Vec<Function>) {
+    fn code() -> (Code<'static>, Vec<Function>) {
         let mut bytes = vec![0x90u8; 0x40];
         bytes[..4].copy_from_slice(&PUSH_MOV_RBP);
         bytes[4..7].copy_from_slice(&[0x90, 0x5d, RET]);
@@ -109,7 +109,7 @@ mod tests {
             aliases: vec![],
         };
         (
-            Code::Segments(vec![(0x1000, bytes)]),
+            Code::Segments(vec![(0x1000, bytes.leak())]),
             vec![func(0x1000), func(0x1020)],
         )
     }

@@ -25,7 +25,10 @@ impl FunctionIndex {
         let starts: Vec<u64> = functions.iter().map(|f| f.start.0).collect();
         let ends = functions.iter().map(|f| f.end().0).collect();
         let base = starts.first().copied().unwrap_or(0);
-        let span = starts.last().map_or(0, |&last| last - base) + 1;
+        let span = starts
+            .last()
+            .map_or(0, |&last| last - base)
+            .saturating_add(1);
         let mut shift = INDEX_PAGE_SHIFT;
         while span >> shift > INDEX_MAX_PAGES {
             shift += 1;
@@ -35,9 +38,12 @@ impl FunctionIndex {
 
     fn with_pages(starts: Vec<u64>, ends: Vec<u64>, shift: u32) -> FunctionIndex {
         let base = starts.first().copied().unwrap_or(0);
-        let span = starts.last().map_or(0, |&last| last - base) + 1;
+        let span = starts
+            .last()
+            .map_or(0, |&last| last - base)
+            .saturating_add(1);
         let first = (0..(span >> shift) + 2)
-            .map(|p| starts.partition_point(|&s| s < base + (p << shift)) as u32)
+            .map(|p| starts.partition_point(|&s| s < base.saturating_add(p << shift)) as u32)
             .collect();
         FunctionIndex {
             starts,

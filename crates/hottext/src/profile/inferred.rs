@@ -7,13 +7,14 @@
 //! direct callers by how often each call ran, and that is read from the samples of the code
 //! around the call: the straight run of instructions it sits in, from the branch before it to
 //! the branch after (a call's block and the block it returns into, which run as often as the
-//! call). A caller whose runs around its calls of G have no sample shares by its own samples
-//! only when no caller has such samples. Functions entered only through pointers get no edge,
-//! and only functions with samples are decoded: a caller that never ran called nothing.
+//! call). When no caller has such samples, they share by their own samples. A function whose
+//! direct callers hold no sample at all (a small wrapper often holds none) gets an edge only
+//! from a single such caller: among several the samples do not tell which ran, and the edge
+//! would be a guess. Functions entered only through pointers get no edge. Functions with
+//! samples are decoded; the rest of the code only when some sampled function has no sampled
+//! direct caller.
 //!
 //! The accuracy against an exact graph is in bench/RESULTS.md ("Call-graph accuracy").
-
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
 
 use super::apportion::apportion;
 use super::code::Code;
@@ -45,7 +46,7 @@ pub(crate) struct Edge {
 pub(crate) fn edges(
     functions: &[Function],
     index: &FunctionIndex,
-    code: &Code,
+    code: &Code<'_>,
     self_samples: &[u64],
     ip_samples: &[(u64, u64)],
 ) -> Vec<Edge> {
@@ -54,7 +55,7 @@ pub(crate) fn edges(
     for f in (0..functions.len()).filter(|&f| sampled(f)) {
         sites_of(f as u32, &functions[f], index, code, ip_samples, &mut sites);
     }
-    sites.retain(|s| sampled(s.callee as usize) && s.caller != s.callee);
+    sites.retain(|s| sampled(s.callee as usize));
     // A small wrapper may hold no sample of its own: a sampled function that no sampled one
     // calls gets its callers from the rest of the code (decoded once, only then).
     let mut called = vec![false; functions.len()];
@@ -66,6 +67,15 @@ pub(crate) fn edges(
             more.retain(|s| sampled(s.callee as usize) && !called[s.callee as usize]);
             sites.append(&mut more);
         }
+        // Of those, only a callee with a single caller: which of several ran is unknown.
+        sites.sort_unstable_by_key(|s| (s.callee, s.caller, s.at));
+        let guesses: Vec<u32> = sites
+            .chunk_by(|a, b| a.callee == b.callee)
+            .filter(|of| !called[of[0].callee as usize])
+            .filter(|of| of.iter().any(|s| s.caller != of[0].caller))
+            .map(|of| of[0].callee)
+            .collect();
+        sites.retain(|s| guesses.binary_search(&s.callee).is_err());
     }
     // Sites by callee, each callee's samples shared among them.
     sites.sort_unstable_by_key(|s| (s.callee, s.caller, s.at));
@@ -84,8 +94,8 @@ pub(crate) fn edges(
 }
 
 /// Shares `samples` of one callee among its call sites (sorted by caller) by heat, else by the
-/// callers' own samples, else (no caller ran, as far as the samples tell) equally; rounds so
-/// that the weights add up to `samples`.
+/// callers' own samples (a single caller without any gets them all); rounds so that the weights
+/// add up to `samples`.
 fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edge>) {
     let by_caller: Vec<(u32, u64, u64)> = sites
         .chunk_by(|a, b| a.caller == b.caller)
@@ -95,7 +105,7 @@ fn share(samples: u64, sites: &[Site], self_samples: &[u64], edges: &mut Vec<Edg
             (s[0].caller, s.iter().map(|x| x.heat).sum::<u64>(), at)
         })
         .collect();
-    // By heat; without any, by the callers' own samples; without those, equally.
+    // By heat; without any, by the callers' own samples.
     let heats: Vec<u64> = by_caller.iter().map(|c| c.1).collect();
     let weights = if heats.iter().any(|&h| h > 0) {
         heats
@@ -123,38 +133,27 @@ fn sites_of(
     f: u32,
     func: &Function,
     index: &FunctionIndex,
-    code: &Code,
+    code: &Code<'_>,
     ip_samples: &[(u64, u64)],
     sites: &mut Vec<Site>,
 ) {
-    let bytes = code.bytes(func.start.0, func.size as usize);
-    let mut decoder = Decoder::with_ip(64, bytes, func.start.0, DecoderOptions::NONE);
-    let mut insn = Instruction::default();
     let mut runs: Vec<Run> = Vec::new();
     let mut run_start = func.start.0;
-    while decoder.can_decode() {
-        decoder.decode_out(&mut insn);
-        let flow = insn.flow_control();
-        let site = match flow {
-            FlowControl::Next => continue,
-            FlowControl::Call
-            | FlowControl::UnconditionalBranch
-            | FlowControl::ConditionalBranch => index
-                .starting_at(insn.near_branch_target())
-                .filter(|&callee| callee != f)
-                .map(|callee| RunEnd {
-                    callee,
-                    at: insn.next_ip() - 1,
-                    is_call: flow == FlowControl::Call,
-                }),
-            _ => None,
-        };
+    for flow in code.control_flow(func) {
+        let site = flow.transfer().and_then(|t| {
+            let callee = index.starting_at(t.target).filter(|&callee| callee != f)?;
+            Some(RunEnd {
+                callee,
+                at: t.site,
+                is_call: t.is_call,
+            })
+        });
         runs.push(Run {
             start: run_start,
-            end: insn.next_ip(),
+            end: flow.next,
             site,
         });
-        run_start = insn.next_ip();
+        run_start = flow.next;
     }
     runs.push(Run {
         start: run_start,

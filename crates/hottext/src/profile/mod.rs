@@ -48,6 +48,7 @@ mod frames;
 mod function_index;
 mod inferred;
 mod mappings;
+mod mmap_record;
 mod perf_file;
 mod perf_header;
 mod pipe_header;
@@ -69,6 +70,10 @@ use crate::os::proc::Pid;
 
 pub use events::{events, Carries, Event, UnusedEvent};
 pub use mappings::MatchedBy;
+
+/// Samples without an edge (a frameless function entered through a pointer, a tail call the code
+/// cannot follow) beyond this share of the binary's samples deserve a warning.
+pub const NO_EDGE_WARNING: f64 = 0.05;
 
 /// Header keys of the profiles [`read`] makes, beside the graph format's own.
 pub mod header {
@@ -263,8 +268,8 @@ pub enum ProfileError {
         offset: u64,
         msg: String,
     },
-    #[error("{path}: no sampled event hottext can read (events: {events}); record with `hottext record` or `perf record -g`")]
-    NoCallInfo { path: PathBuf, events: String },
+    #[error("{path}: the file describes no sampled event; record with `hottext record` or `perf record`")]
+    NoEvents { path: PathBuf },
     #[error("{path}: the samples of event {event} {problem}, which hottext cannot read")]
     UnsupportedSamples {
         path: PathBuf,

@@ -18,7 +18,7 @@ use linux_perf_data::{
 };
 
 use super::perf_header::{check_header, Shape};
-use super::record_guard::{RecordGuard, Verdict};
+use super::record_guard::{RecordGuard, StopReason};
 use super::ProfileError;
 
 /// Big enough for perf's sequential reads, small enough to stay in cache.
@@ -31,7 +31,7 @@ pub(crate) struct PerfData {
     records: PerfRecordIter<BufReader<Counted<RecordGuard<File>>>>,
     position: Rc<Cell<u64>>,
     /// Set when the guard stopped the reading, with the reason.
-    guard_verdict: Verdict,
+    guard_verdict: StopReason,
     records_read: u64,
 }
 
@@ -47,7 +47,7 @@ impl PerfData {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
 
         let position = Rc::new(Cell::new(0));
-        let guard_verdict = Verdict::default();
+        let guard_verdict = StopReason::default();
         let guard = RecordGuard::new(
             file,
             container.records,

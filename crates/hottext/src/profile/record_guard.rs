@@ -22,7 +22,7 @@ const WITH_TRACE_SIZE: usize = 16;
 const AUXTRACE: u32 = 71;
 
 /// Why the guard stopped the reading, for the error the caller reports.
-pub(super) type Verdict = Rc<RefCell<Option<String>>>;
+pub(super) type StopReason = Rc<RefCell<Option<String>>>;
 
 pub(super) struct RecordGuard<R> {
     inner: R,
@@ -41,11 +41,11 @@ pub(super) struct RecordGuard<R> {
     /// The record stream was left (a seek elsewhere): nothing is checked until it is entered at
     /// its start again.
     lost: bool,
-    verdict: Verdict,
+    verdict: StopReason,
 }
 
 impl<R> RecordGuard<R> {
-    pub fn new(inner: R, records: Range<u64>, big_endian: bool, verdict: Verdict) -> Self {
+    pub fn new(inner: R, records: Range<u64>, big_endian: bool, verdict: StopReason) -> Self {
         RecordGuard {
             inner,
             next: records.start,
@@ -182,7 +182,7 @@ mod tests {
 
     /// Reads `bytes` (records from byte 4) through the guard in chunks of `chunk` bytes.
     fn read_all(bytes: &[u8], chunk: usize) -> Result<usize, String> {
-        let verdict = Verdict::default();
+        let verdict = StopReason::default();
         let mut guard = RecordGuard::new(
             Cursor::new(bytes.to_vec()),
             4..bytes.len() as u64,

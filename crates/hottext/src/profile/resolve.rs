@@ -79,7 +79,7 @@ impl Counts {
 /// among their last hops by the samples of each hop's caller (else it is counted undecided).
 pub(super) fn resolve(
     binary: &Binary,
-    code: Code,
+    code: Code<'_>,
     kind: SampleKind,
     share_candidates: bool,
     tally: Tally,
@@ -126,21 +126,23 @@ pub(super) fn resolve(
                 }
                 counts.add(hop, n, through_tail, &index, stats);
             }
-            Found::Candidates(hops) if share_candidates => candidates.push((hops, n)),
+            Found::Candidates { hops, through_tail } if share_candidates => {
+                candidates.push((hops, through_tail, n))
+            }
             Found::PointerCaller => stats.calls_caller_unknown += n,
-            Found::Candidates(_) | Found::Undecided => stats.calls_tail_undecided += n,
+            Found::Candidates { .. } | Found::Undecided => stats.calls_tail_undecided += n,
             Found::Unresolved => stats.calls_unresolved += n,
         }
     }
 
-    for (hops, n) in candidates {
+    for (hops, through_tail, n) in candidates {
         let weights: Vec<u64> = hops
             .iter()
             .map(|h| counts.self_samples[h.caller as usize])
             .collect();
         for (&hop, part) in hops.iter().zip(apportion(n, &weights)) {
             if part > 0 {
-                counts.add(hop, part, true, &index, stats);
+                counts.add(hop, part, through_tail, &index, stats);
             }
         }
         stats.calls_tail_shared += n;

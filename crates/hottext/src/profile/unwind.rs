@@ -120,7 +120,7 @@ fn module(binary: &Binary) -> Option<Module<Vec<u8>>> {
     let file = object::File::parse(binary.bytes()).ok()?;
     let range = |name: &str| {
         file.section_by_name(name)
-            .map(|s| s.address()..s.address() + s.size())
+            .map(|s| s.address()..s.address().saturating_add(s.size()))
     };
     let data = |name: &str| {
         file.section_by_name(name)
@@ -131,7 +131,7 @@ fn module(binary: &Binary) -> Option<Module<Vec<u8>>> {
     let end = binary
         .exec_segments
         .iter()
-        .map(|s| s.start.0 + s.mem_size)
+        .map(|s| s.start.0.saturating_add(s.mem_size))
         .max()?;
     let info = ExplicitModuleSectionInfo {
         base_svma: 0,

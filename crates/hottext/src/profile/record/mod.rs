@@ -72,7 +72,8 @@ pub struct Request {
     pub pin_cpu: Option<u32>,
     /// Use per-process events even where CPU-wide ones would do.
     pub per_process: bool,
-    /// Force call stacks or branch records instead of the machine's best.
+    /// Force a way of sampling (frame-pointer or DWARF stacks, branch records, plain samples)
+    /// instead of the best the machine and program allow.
     pub sampling: Option<SampleKind>,
     /// Share of the program's functions that set up a frame pointer
     /// ([`crate::diagnose::binary::frame_pointer_share`]); `None` when not known. Below
