@@ -14,13 +14,14 @@ use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RawEventRecord, RecordType};
 use linux_perf_data::PerfFileRecord;
 
+use super::branch_filter::RecordedBranch;
 use super::code::Code;
 use super::events::EventChoice;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
 use super::mmap_record::executable_mapping;
 use super::perf_file::PerfData;
 use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
-use super::sample::{RecordedBranch, RegNumbers, Sample, SampleLayout};
+use super::sample::{RegNumbers, Sample, SampleLayout};
 use super::unwind::{CfiUnwinder, Step};
 use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
@@ -229,7 +230,7 @@ impl Reader<'_> {
             let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) else {
                 continue;
             };
-            let bin = match layout.recorded_branch(flags) {
+            let bin = match layout.branches.recorded(flags) {
                 RecordedBranch::Call => Recorded::Call,
                 RecordedBranch::Jump => Recorded::Jump,
                 RecordedBranch::Unknown => Recorded::Unknown,

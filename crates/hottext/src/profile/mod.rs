@@ -40,6 +40,7 @@
 //! ```
 
 mod apportion;
+mod branch_filter;
 mod call_graph;
 mod callers;
 mod code;

@@ -6,6 +6,7 @@
 //! user registers and stack (`--call-graph dwarf`). Borrowing the record's bytes keeps this
 //! allocation-free.
 
+use super::branch_filter::BranchFilter;
 use crate::os::proc::Pid;
 use linux_perf_data::linux_perf_event_reader::constants::{
     PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_USER,
@@ -19,49 +20,14 @@ use linux_perf_data::linux_perf_event_reader::{
 pub(crate) struct SampleLayout {
     format: SampleFormat,
     branch_hw_index: bool,
-    /// The branch filter admits calls only: every record is a call.
-    branch_calls_only: bool,
-    /// perf saved each record's branch type (`save_type`), in a layout we can read.
-    branch_types_saved: bool,
+    /// What the branch filter and saved types tell of each branch record.
+    pub branches: BranchFilter,
     /// Which user registers a sample carries (`attr.sample_regs_user`), one u64 each in bit order.
     regs_user_mask: u64,
     /// perf's numbers of the user registers, for the binary's architecture (if we unwind it).
     reg_numbers: Option<RegNumbers>,
     big_endian: bool,
 }
-
-/// What the recording itself says a branch record is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RecordedBranch {
-    Call,
-    Jump,
-    Return,
-    /// A system call, an interrupt, a transaction abort: never an edge.
-    Other,
-    /// The filter admits more than calls and no type was saved: the code must tell.
-    Unknown,
-}
-
-/// Branch filter bits (`perf_event.h`) that admit records other than calls.
-const BRANCH_BEYOND_CALLS: BranchSampleFormat = BranchSampleFormat::ANY
-    .union(BranchSampleFormat::ANY_RETURN)
-    .union(BranchSampleFormat::COND)
-    .union(BranchSampleFormat::IND_JUMP);
-/// Branch filter bits that admit calls (a call stack's records are calls too).
-const BRANCH_CALLS: BranchSampleFormat = BranchSampleFormat::ANY_CALL
-    .union(BranchSampleFormat::CALL)
-    .union(BranchSampleFormat::IND_CALL)
-    .union(BranchSampleFormat::CALL_STACK);
-/// Whether a branch filter admits calls and nothing else (`-j any_call`, the default of
-/// `hottext record`), so that every record is a call.
-fn admits_calls_only(filter: BranchSampleFormat) -> bool {
-    filter.intersects(BRANCH_CALLS) && !filter.intersects(BRANCH_BEYOND_CALLS)
-}
-
-/// Where a branch entry's flags keep the saved type (`struct perf_branch_entry`, after the
-/// mispred, predicted, in_tx and abort bits and 16 bits of cycles), little-endian bitfields.
-const BRANCH_TYPE_SHIFT: u32 = 20;
-const BRANCH_TYPE_MASK: u64 = 0xf;
 
 /// The fields of one sample that the call graph needs.
 #[derive(Debug, Clone, Copy)]
@@ -103,30 +69,11 @@ impl SampleLayout {
         Some(SampleLayout {
             format: attr.sample_format,
             branch_hw_index: filter.contains(BranchSampleFormat::HW_INDEX),
-            branch_calls_only: admits_calls_only(filter),
-            branch_types_saved: filter.contains(BranchSampleFormat::TYPE_SAVE) && !big_endian,
+            branches: BranchFilter::new(filter, big_endian),
             regs_user_mask: attr.sample_regs_user,
             reg_numbers,
             big_endian,
         })
-    }
-
-    /// What the recording says of a branch record with these flags.
-    pub fn recorded_branch(&self, flags: u64) -> RecordedBranch {
-        if self.branch_calls_only {
-            return RecordedBranch::Call;
-        }
-        if !self.branch_types_saved {
-            return RecordedBranch::Unknown;
-        }
-        // PERF_BR_* of perf_event.h.
-        match (flags >> BRANCH_TYPE_SHIFT) & BRANCH_TYPE_MASK {
-            1..=3 => RecordedBranch::Jump,
-            4 | 5 | 9 => RecordedBranch::Call,
-            6 | 10 => RecordedBranch::Return,
-            7 | 8 | 11..=14 => RecordedBranch::Other,
-            _ => RecordedBranch::Unknown,
-        }
     }
 
     /// Samples carry the user registers and stack for unwinding by CFI (`--call-graph dwarf`).

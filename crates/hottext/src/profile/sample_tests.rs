@@ -10,8 +10,10 @@ fn layout(format: SampleFormat, hw_index: bool) -> SampleLayout {
     SampleLayout {
         format,
         branch_hw_index: hw_index,
-        branch_calls_only: false,
-        branch_types_saved: true,
+        branches: BranchFilter::new(
+            BranchSampleFormat::ANY | BranchSampleFormat::TYPE_SAVE,
+            false,
+        ),
         regs_user_mask: 0,
         reg_numbers: RegNumbers::of(object::Architecture::X86_64),
         big_endian: false,
@@ -121,30 +123,6 @@ fn branch_stack_without_hw_index() {
         s.branches.unwrap().iter().collect::<Vec<_>>(),
         [(0x1100, 0x2000, 0x3)]
     );
-}
-
-#[test]
-fn a_branch_record_is_what_the_filter_or_its_saved_type_says() {
-    use BranchSampleFormat as F;
-    assert!(admits_calls_only(F::USER | F::ANY_CALL));
-    assert!(admits_calls_only(F::CALL | F::IND_CALL | F::HW_INDEX));
-    assert!(!admits_calls_only(F::USER | F::ANY)); // perf record -b
-    assert!(!admits_calls_only(F::ANY_CALL | F::ANY_RETURN));
-    assert!(!admits_calls_only(F::USER));
-
-    let mut l = layout(SampleFormat::BRANCH_STACK, false);
-    // Type bits over mispred/predicted and some cycles, as the kernel writes them.
-    let typed = |t: u64| (t << BRANCH_TYPE_SHIFT) | (7 << 4) | 0b10;
-    let kinds = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15].map(|t| l.recorded_branch(typed(t)));
-    use RecordedBranch::*;
-    assert_eq!(
-        kinds,
-        [Unknown, Jump, Jump, Jump, Call, Call, Return, Other, Call, Return, Other, Unknown]
-    );
-    l.branch_types_saved = false;
-    assert_eq!(l.recorded_branch(typed(4)), Unknown);
-    l.branch_calls_only = true;
-    assert_eq!(l.recorded_branch(typed(2)), Call);
 }
 
 #[test]
