@@ -158,21 +158,24 @@ impl<'a> Callers<'a> {
         let Some(t) = entered.and_then(|t| self.index.starting_at(t)) else {
             return Found::PointerCaller;
         };
-        // The chains with one call, and those with none (a part that runs in its jumper's frame).
-        let (last, through_tail) = match (self.paths(t, callee, true), self.paths(t, callee, false))
-        {
-            (
-                Paths::Ends { last, through_tail },
-                Paths::Ends {
-                    last: in_frame,
-                    through_tail: t,
-                },
-            ) => {
-                let mut all = last.to_vec();
-                all.extend(in_frame.iter().filter(|h| !last.contains(h)));
-                (Rc::<[Hop]>::from(all), through_tail || t)
+        // The chains with one call, and those with none (a part that runs in its jumper's frame;
+        // only where the function jumps at all).
+        let (last, through_tail) = match self.paths(t, callee, true) {
+            Paths::Ends { last, through_tail } if self.hops_from(t).iter().any(|h| h.tail) => {
+                match self.paths(t, callee, false) {
+                    Paths::Ends {
+                        last: in_frame,
+                        through_tail: jumped,
+                    } => {
+                        let mut all = last.to_vec();
+                        all.extend(in_frame.iter().filter(|h| !last.contains(h)));
+                        (Rc::<[Hop]>::from(all), through_tail || jumped)
+                    }
+                    Paths::TooMany => return Found::Undecided,
+                }
             }
-            _ => return Found::Undecided,
+            Paths::Ends { last, through_tail } => (last, through_tail),
+            Paths::TooMany => return Found::Undecided,
         };
         match *last {
             [hop] => Found::Caller { hop, through_tail },
