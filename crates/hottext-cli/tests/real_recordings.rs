@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::stderr;
+use common::{call_lines, stderr};
 
 /// Longer than any of these small files takes to read, even on a loaded machine: a reader
 /// that loops is killed and the test names it.
@@ -239,7 +239,7 @@ fn both_events_of_a_hybrid_recording_are_used() {
     assert_eq!(doc["samples"], 62, "{doc}");
     assert_eq!(doc["unused_events"][0]["name"], "dummy:u", "{doc}");
     // expected-edges.tsv, from perf 6.12's own unwinding of the same samples.
-    let calls = calls_of(&std::fs::read_to_string(&profile).unwrap());
+    let calls = call_lines(&std::fs::read_to_string(&profile).unwrap());
     assert_eq!(
         calls,
         [
@@ -249,18 +249,6 @@ fn both_events_of_a_hybrid_recording_are_used() {
         ]
         .map(|(a, b, n)| (a.to_string(), b.to_string(), n))
     );
-}
-
-/// `call` lines of a profile: (caller, callee, weight), in the profile's order.
-fn calls_of(profile: &str) -> Vec<(String, String, u64)> {
-    profile
-        .lines()
-        .filter_map(|l| l.strip_prefix("call "))
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f[0].to_string(), f[1].to_string(), f[2].parse().unwrap())
-        })
-        .collect()
 }
 
 /// `hottext profile DATA --binary BINARY --json` in the fixtures: its figures and call lines.
@@ -281,7 +269,10 @@ fn profile(data: &str, binary: &str) -> (serde_json::Value, Vec<(String, String,
     );
     assert!(out.status.success(), "{data}: {}", stderr(&out));
     let doc = serde_json::from_slice(&out.stdout).unwrap();
-    (doc, calls_of(&std::fs::read_to_string(&out_path).unwrap()))
+    (
+        doc,
+        call_lines(&std::fs::read_to_string(&out_path).unwrap()),
+    )
 }
 
 /// Branch records of `perf record -b` (every branch, filter `any`): only the calls are edges,

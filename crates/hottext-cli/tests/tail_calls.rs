@@ -13,7 +13,8 @@ use tempfile::TempDir;
 mod common;
 
 use common::{
-    gcc, hottext, json, perf_record_with, profile_json, record_until_enough, run, stdout,
+    call_lines, gcc, hottext, json, perf_record_with, profile_json, record_until_enough, run,
+    stdout,
 };
 
 const PROGRAM: &str = r#"
@@ -81,18 +82,6 @@ fn build(dir: &Path) -> std::path::PathBuf {
     prog
 }
 
-/// `call` lines of a profile: (caller, callee, weight).
-fn calls(profile: &str) -> Vec<(String, String, u64)> {
-    profile
-        .lines()
-        .filter_map(|l| l.strip_prefix("call "))
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f[0].to_string(), f[1].to_string(), f[2].parse().unwrap())
-        })
-        .collect()
-}
-
 /// Weight of the edges whose caller and callee match, as a share of all call weight.
 fn share(calls: &[(String, String, u64)], caller: &str, callee: &str) -> f64 {
     let total: u64 = calls.iter().map(|c| c.2).sum();
@@ -125,7 +114,7 @@ fn stack_samples_put_each_leaf_under_the_function_that_jumped_to_its_caller() {
             n => Err(format!("{n:?} call weight")),
         }
     });
-    let calls = calls(&profile);
+    let calls = call_lines(&profile);
     // The leaves hold nearly all the time; every leaf sample went through route's jump.
     assert!(share(&calls, "mid", "leaf") > 0.9, "{calls:?}");
     assert_eq!(share(&calls, "route", "leaf"), 0.0, "{calls:?}");
@@ -180,7 +169,7 @@ fn samples_without_stacks_get_edges_inferred_from_the_calls() {
         profile.contains("\n# edges: inferred from the code\n"),
         "{profile}"
     );
-    let calls = calls(&profile);
+    let calls = call_lines(&profile);
     // Each leaf has one caller in the code: all of its samples are that edge's weight.
     assert!(share(&calls, "mid", "leaf") > 0.9, "{calls:?}");
     leaves_are_under_their_own_mid(&calls);
@@ -252,7 +241,7 @@ fn a_leaf_shared_by_functions_reached_through_one_jump_is_shared_by_their_sample
             n => Err(format!("{n:?} shared samples")),
         }
     });
-    let shared = calls(&std::fs::read_to_string(dir.path().join("shared.profile")).unwrap());
+    let shared = call_lines(&std::fs::read_to_string(dir.path().join("shared.profile")).unwrap());
     let weight = |caller: &str| {
         shared
             .iter()
@@ -287,6 +276,6 @@ fn a_leaf_shared_by_functions_reached_through_one_jump_is_shared_by_their_sample
     let v = json(&out);
     assert_eq!(v["calls_tail_shared"].as_u64(), Some(0), "{v}");
     assert!(v["calls_tail_undecided"].as_u64().unwrap() >= 1000, "{v}");
-    let strict = calls(&std::fs::read_to_string(dir.path().join("strict.profile")).unwrap());
+    let strict = call_lines(&std::fs::read_to_string(dir.path().join("strict.profile")).unwrap());
     assert_eq!(share(&strict, "mid", "shared"), 0.0, "{strict:?}");
 }

@@ -258,3 +258,15 @@ pub fn demo(build: &Path) -> String {
     demo_make(build, &["-j2", "link", &format!("OUT={}", out.display())]);
     out.display().to_string()
 }
+
+/// `call` lines of a profile: (caller, callee, weight), in the profile's order.
+pub fn call_lines(profile: &str) -> Vec<(String, String, u64)> {
+    profile
+        .lines()
+        .filter_map(|l| l.strip_prefix("call "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0].to_string(), f[1].to_string(), f[2].parse().unwrap())
+        })
+        .collect()
+}

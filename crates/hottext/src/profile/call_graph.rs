@@ -12,7 +12,6 @@ use std::path::Path;
 
 use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RawEventRecord, RecordType};
-use linux_perf_data::PerfFileRecord;
 
 use super::branch_filter::RecordedBranch;
 use super::code::Code;
@@ -27,10 +26,6 @@ use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
 use crate::graph::Graph;
 use crate::os::proc::Pid;
-
-/// Records between two progress reports: often enough for a smooth bar, rare enough to cost
-/// nothing.
-pub(super) const PROGRESS_EVERY: u64 = 1 << 16;
 
 pub(super) fn build(
     path: &Path,
@@ -67,19 +62,9 @@ pub(super) fn build(
         first_time: u64::MAX,
         last_time: 0,
     };
-    let mut records = 0u64;
-    loop {
-        if records % PROGRESS_EVERY == 0 {
-            progress(perf.bytes_read(), perf.size);
-        }
-        let Some(record) = perf.next()? else { break };
-        records += 1;
-        if let PerfFileRecord::EventRecord { attr_index, record } = record {
-            reader.record(attr_index, &record);
-        }
-    }
-    progress(perf.size, perf.size);
-    reader.stats.records = records;
+    reader.stats.records = perf.for_each_event(progress, |attr_index, record| {
+        reader.record(attr_index, record)
+    })?;
     reader.finish(Code::of(binary))
 }
 

@@ -13,10 +13,9 @@
 use std::path::Path;
 
 use linux_perf_data::linux_perf_event_reader::{BranchSampleFormat, RecordType, SampleFormat};
-use linux_perf_data::{AttributeDescription, PerfFileRecord};
+use linux_perf_data::AttributeDescription;
 use serde::Serialize;
 
-use super::call_graph::PROGRESS_EVERY;
 use super::perf_file::{event_name, PerfData};
 use super::sample::{RegNumbers, SampleLayout};
 use super::{ProfileError, SampleKind};
@@ -266,21 +265,12 @@ pub fn events(path: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Vec<Eve
     let mut perf = PerfData::open(path)?;
     let (mut events, _) = catalogue(&perf, None);
     mark_used(&mut events);
-    let mut records = 0u64;
-    loop {
-        if records % PROGRESS_EVERY == 0 {
-            progress(perf.bytes_read(), perf.size);
-        }
-        let Some(record) = perf.next()? else { break };
-        records += 1;
-        if let PerfFileRecord::EventRecord { attr_index, record } = record {
-            if record.record_type == RecordType::SAMPLE {
-                if let Some(e) = events.get_mut(attr_index) {
-                    e.samples += 1;
-                }
+    perf.for_each_event(progress, |attr_index, record| {
+        if record.record_type == RecordType::SAMPLE {
+            if let Some(e) = events.get_mut(attr_index) {
+                e.samples += 1;
             }
         }
-    }
-    progress(perf.size, perf.size);
+    })?;
     Ok(events)
 }

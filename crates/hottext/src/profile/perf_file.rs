@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::{
-    HardwareEventId, PerfEventType, SoftwareCounterType,
+    HardwareEventId, PerfEventType, RawEventRecord, SoftwareCounterType,
 };
 use linux_perf_data::{
     AttributeDescription, Endianness, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter,
@@ -21,6 +21,9 @@ use super::perf_header::{check_header, Shape};
 use super::record_guard::{RecordGuard, StopReason};
 use super::ProfileError;
 
+/// Records between two progress reports: often enough for a smooth bar, rare enough to cost
+/// nothing.
+const PROGRESS_EVERY: u64 = 1 << 16;
 /// Big enough for perf's sequential reads, small enough to stay in cache.
 const READ_BUFFER: usize = 1 << 20;
 pub(crate) struct PerfData {
@@ -116,6 +119,28 @@ impl PerfData {
             msg: format!("build-id table: {e}"),
         })?;
         Ok(table.into_values().map(|d| (d.path, d.build_id)).collect())
+    }
+
+    /// Calls `each` with every event record (attribute index, record), in time order, and
+    /// `progress` now and then with (bytes read, file size); returns how many records it read.
+    pub fn for_each_event(
+        &mut self,
+        progress: &mut dyn FnMut(u64, u64),
+        mut each: impl FnMut(usize, &RawEventRecord),
+    ) -> Result<u64, ProfileError> {
+        let mut records = 0u64;
+        loop {
+            if records % PROGRESS_EVERY == 0 {
+                progress(self.bytes_read(), self.size);
+            }
+            let Some(record) = self.next()? else { break };
+            records += 1;
+            if let PerfFileRecord::EventRecord { attr_index, record } = record {
+                each(attr_index, &record);
+            }
+        }
+        progress(self.size, self.size);
+        Ok(records)
     }
 
     /// The next record, in time order.
