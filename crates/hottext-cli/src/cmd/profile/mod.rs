@@ -11,13 +11,15 @@ use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::os::proc::Pid;
 use hottext::profile::{
-    events, read, Event, MatchedBy, Options, ProfileError, SampleKind, Stats, NO_EDGE_WARNING,
+    read, MatchedBy, Options, ProfileError, SampleKind, Stats, NO_EDGE_WARNING,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::pid_arg;
 use crate::output;
+
+mod events;
 
 /// Files smaller than this read in well under a second: no progress bar.
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
@@ -89,7 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot read {}", args.perf_data.display()))?
         .len();
     let Some(binary_path) = &args.binary else {
-        return list_events(&args, bytes);
+        return events::list(&args, bytes);
     };
     if args.json && args.output.is_none() {
         bail!("--json prints the figures on stdout; give -o FILE for the profile");
@@ -382,57 +384,4 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         st.unreadable_records, st.records
     )?;
     Ok(())
-}
-
-#[derive(Serialize)]
-struct EventList<'a> {
-    perf_data: &'a PathBuf,
-    events: &'a [Event],
-}
-
-/// `--events`: the file's events, on stdout (the list is what was asked for; no profile).
-fn list_events(args: &Args, bytes: u64) -> anyhow::Result<ExitCode> {
-    let bar = progress_bar(bytes);
-    let result = events(&args.perf_data, &mut |done, _| bar.set_position(done));
-    bar.finish_and_clear();
-    let events = result?;
-    if args.json {
-        output::json(&EventList {
-            perf_data: &args.perf_data,
-            events: &events,
-        })?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let width = events
-        .iter()
-        .map(|e| e.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{:<width$}  {:>9}  {:<32}  used",
-        "event", "samples", "carries"
-    )?;
-    for e in &events {
-        let mut carries = e.carries.describe().to_string();
-        if !e.branch_filter.is_empty() {
-            carries = format!("{carries} ({})", e.branch_filter.join(","));
-        }
-        if let Some(stack) = e.also_stack {
-            carries = format!("{carries} + {}", stack.describe());
-        }
-        let used = match (e.used, e.unreadable) {
-            (true, _) => "yes".to_string(),
-            (false, Some(problem)) => format!("no: its samples {problem}"),
-            (false, None) => "no".to_string(),
-        };
-        writeln!(
-            out,
-            "{:<width$}  {:>9}  {carries:<32}  {used}",
-            e.name, e.samples
-        )?;
-    }
-    Ok(ExitCode::SUCCESS)
 }
