@@ -65,9 +65,9 @@ pub(super) fn check_pipe_records(
                 expected: Some(at + record_size),
             });
         }
-        if record_type == HEADER_FEATURE
-            && u64_at(&body, 0, big_endian) == u64::from(EVENT_DESC_BIT)
-        {
+        // The reader takes the low 32 bits of the u64 as the feature (found by fuzzing: a
+        // feature word of 0x4e5a…_0000000c is its EVENT_DESC).
+        if record_type == HEADER_FEATURE && u64_at(&body, 0, big_endian) as u32 == EVENT_DESC_BIT {
             check_event_desc(body.get(8..).unwrap_or_default(), big_endian).map_err(|msg| {
                 ProfileError::Malformed {
                     path: path.into(),
@@ -133,6 +133,19 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("EVENT_DESC record at byte 16): the 4294967295 ids of event 1 of 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_event_desc_named_by_the_low_half_of_its_feature_word_is_checked_too() {
+        let mut desc = event_desc(u32::MAX);
+        // The feature word's high half set: the reader still reads EVENT_DESC.
+        desc[RECORD_HEADER_SIZE + 4..RECORD_HEADER_SIZE + 8]
+            .copy_from_slice(&0x4e5a_0000u32.to_le_bytes());
+        let err = check(&desc).unwrap_err();
+        assert!(
+            err.to_string().contains("EVENT_DESC record at byte 16"),
             "{err}"
         );
     }
