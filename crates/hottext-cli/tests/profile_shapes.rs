@@ -77,6 +77,21 @@ fn profile_json(dir: &Path, data: &Path, binary: &Path, extra: &[&str]) -> serde
     json(&out)
 }
 
+/// What `hottext profile` (without --json) prints on stderr: the summary and warnings.
+fn profile_stderr(dir: &Path, data: &Path, binary: &Path) -> String {
+    let args = [
+        "profile",
+        data.to_str().unwrap(),
+        "--binary",
+        binary.to_str().unwrap(),
+        "-o",
+        "p.profile",
+    ];
+    let out = hottext(&args, dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
 fn events_json(dir: &Path, data: &Path) -> Vec<serde_json::Value> {
     let out = hottext(
         &["profile", data.to_str().unwrap(), "--events", "--json"],
@@ -236,43 +251,18 @@ fn a_binary_without_build_id_is_found_by_name_and_code() {
         v["samples_in_binary"].as_u64().unwrap() >= ENOUGH_SAMPLES,
         "{v}"
     );
-    let out = hottext(
-        &[
-            "profile",
-            data.to_str().unwrap(),
-            "--binary",
-            "copy/prog",
-            "-o",
-            "p.profile",
-        ],
-        dir.path(),
-    );
+    let said = profile_stderr(dir.path(), &data, &copy);
     assert!(
-        stderr(&out).contains("matched by file name, at another path whose file has the same code"),
-        "{}",
-        stderr(&out)
+        said.contains("matched by file name, at another path whose file has the same code"),
+        "{said}"
     );
 
     // The recorded file gone: matched by name only, with a warning saying so.
     std::fs::remove_file(&recorded).unwrap();
     let v = profile_json(dir.path(), &data, &copy, &[]);
     assert_eq!(v["matched_by"], serde_json::json!(["name-only"]), "{v}");
-    let out = hottext(
-        &[
-            "profile",
-            data.to_str().unwrap(),
-            "--binary",
-            "copy/prog",
-            "-o",
-            "p.profile",
-        ],
-        dir.path(),
-    );
-    assert!(
-        stderr(&out).contains("matched by file name only"),
-        "{}",
-        stderr(&out)
-    );
+    let said = profile_stderr(dir.path(), &data, &copy);
+    assert!(said.contains("matched by file name only"), "{said}");
 }
 
 #[test]
