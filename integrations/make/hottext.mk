@@ -6,10 +6,16 @@
 #   server: $(OBJS) $(HOTTEXT_DEPS)
 #   	$(hottext_link)
 #
-# $(hottext_link) links the prerequisites' objects three times over: a plain "probe" (unresolved
-# symbols allowed: only names and code matter), then `hottext fetch --binary probe`, which fetches
-# the profile by hash, checks it and writes the ordering input, then the real link with it.
+# $(hottext_link) links the prerequisites' objects and archives with $(LDFLAGS) and $(LDLIBS)
+# three times over: a "probe" (unresolved symbols allowed: only names and code matter), then
+# `hottext fetch --binary probe`, which fetches the profile by hash, checks it and writes the
+# ordering input, then the real link with it. The probe is the real link without the ordering
+# and the runtime, so it holds the code of static libraries (prerequisites, or -lNAME in LDLIBS).
 # The target relinks when the meta file changes ($(HOTTEXT_DEPS)).
+#
+# HOTTEXT_CFLAGS must reach every object linked into the program, those of its static libraries
+# too (CXXFLAGS for C++; pass them on to a sub-make that builds a library): a function compiled
+# without -ffunction-sections cannot be moved, and the profile would find it gone.
 #
 # Settings (override before or after the include):
 #   HOTTEXT             the hottext command                      (hottext)
@@ -61,7 +67,8 @@ endif
 
 define hottext_link
 	@mkdir -p $(HOTTEXT_DIR)
-	$(CC) -o $(HOTTEXT_DIR)/$(notdir $@).probe $(filter %.o %.a,$^) -Wl,--unresolved-symbols=ignore-all
+	$(CC) $(LDFLAGS) -o $(HOTTEXT_DIR)/$(notdir $@).probe $(filter %.o %.a,$^) $(LDLIBS) \
+		-Wl,--unresolved-symbols=ignore-all
 	$(HOTTEXT) fetch --meta $(HOTTEXT_META) --binary $(HOTTEXT_DIR)/$(notdir $@).probe \
 		--format $(HOTTEXT_FORMAT) -o $(HOTTEXT_INPUT) \
 		$(if $(HOTTEXT_MARKERS),--markers $(HOTTEXT_MARKERS)) \

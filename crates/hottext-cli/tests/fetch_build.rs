@@ -1,5 +1,5 @@
 //! `hottext fetch` inside real builds: the Makefile snippet and the CMake module link an ordered
-//! binary and relink when the meta file changes.
+//! binary and relink when the meta file changes; the snippet's probe holds a static library's code.
 
 mod common;
 mod support;
@@ -7,6 +7,7 @@ mod support;
 use std::path::Path;
 
 use common::{hottext, run, stderr, stdout};
+use hottext::binary::Binary;
 use support::published::publish;
 
 #[test]
@@ -44,6 +45,39 @@ fn makefile_snippet_links_an_ordered_binary_and_relinks_when_the_meta_changes() 
     .unwrap();
     let relink = run("make", &[&hottext_bin], d);
     assert!(stdout(&relink).contains("version 2"), "{}", stdout(&relink));
+}
+
+#[test]
+fn makefile_snippet_probe_holds_a_static_library_named_in_ldlibs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    publish(d);
+    let snippet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/make/hottext.mk");
+    // The service's code is only in libsvc.a, which the link finds through LDLIBS, not $^.
+    let makefile = format!(
+        "HOTTEXT_META := svc.meta\ninclude {}\nCFLAGS := -O1 -fno-inline $(HOTTEXT_CFLAGS)\n\
+         LDFLAGS := -L.\nLDLIBS := -lsvc\n\
+         svc: $(HOTTEXT_DEPS) | libsvc.a\n\t$(hottext_link)\n\
+         libsvc.a: service.o\n\tar rcs $@ $^\n",
+        snippet.display()
+    );
+    std::fs::write(d.join("Makefile"), makefile).unwrap();
+    let hottext_bin = format!("HOTTEXT={}", env!("CARGO_BIN_EXE_hottext"));
+    run("make", &[&hottext_bin], d);
+    let verify = hottext(&["verify", "--binary", "svc"], d);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        stdout(&verify),
+        stderr(&verify)
+    );
+    let bin = Binary::open(&d.join("svc")).unwrap();
+    let (start, end) = bin.hot_range().unwrap();
+    let handler = bin.symbol("handler_a").unwrap();
+    assert!(
+        start <= handler && handler < end,
+        "handler_a is outside the hot range"
+    );
 }
 
 #[test]
