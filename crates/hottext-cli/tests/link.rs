@@ -272,6 +272,47 @@ fn two_static_functions_of_one_name_are_placed_individually() {
         dir.path(),
     ));
     assert_eq!(verified["hot"]["functions"], 2, "{verified}");
+    let planned = hottext(
+        &["verify", "--binary", "out", "--planned", "hot.ld", "--json"],
+        dir.path(),
+    );
+    let plan = &common::json(&planned)["plan"];
+    assert_eq!(
+        (&plan["planned"], &plan["placed"]),
+        (&2.into(), &2.into()),
+        "{plan}"
+    );
+    // Linked with every namesake (as an order file would), the range holds one the script did
+    // not plan: a warning that names it, not a failure.
+    let script = std::fs::read_to_string(dir.path().join("hot.ld")).unwrap();
+    let every_g: String = script
+        .lines()
+        .map(|l| {
+            if l.contains("[a].o(") {
+                "    *(.text.g)"
+            } else {
+                l
+            }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    write(dir.path(), "all.ld", &every_g);
+    run(
+        "gcc",
+        &["a.o", "b.o", "m.o", "-Wl,-T,all.ld", "-o", "all"],
+        dir.path(),
+    );
+    let o = hottext(
+        &["verify", "--binary", "all", "--planned", "hot.ld"],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not planned: g;a.c, g;b.c")
+            || stderr(&o).contains("not planned: g;b.c, g;a.c"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -300,11 +341,18 @@ fn a_part_gcc_split_off_as_cold_stays_out_of_the_hot_range() {
     let o = order(dir.path(), "ld-script", "hot.ld", &[]);
     assert!(stderr(&o).contains("work.cold"), "{}", stderr(&o));
     let script = std::fs::read_to_string(dir.path().join("hot.ld")).unwrap();
+    // work's `.text.unlikely.work` is the split part's section; main's would be main itself.
     assert!(
-        !script.contains("cold") && !script.contains("unlikely"),
+        !script.contains("cold") && !script.contains(".text.unlikely.work"),
         "{script}"
     );
+    assert!(script.contains(".text.unlikely.main"), "{script}");
     run("gcc", &["c.o", "-Wl,-T,hot.ld", "-o", "out"], dir.path());
+    let verified = hottext(
+        &["verify", "--binary", "out", "--planned", "hot.ld"],
+        dir.path(),
+    );
+    assert!(verified.status.success(), "{}", stderr(&verified));
     let bin = Binary::open(&dir.path().join("out")).unwrap();
     let (start, end) = bin.hot_range().unwrap();
     let (work, _) = function(&bin, "work");

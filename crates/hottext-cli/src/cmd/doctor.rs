@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hottext::binary::fingerprint::fingerprints;
-use hottext::binary::{Binary, BinaryError};
+use hottext::binary::{built_by_rustc, Binary, BinaryError};
 use hottext::diagnose::profile::call_graph;
-use hottext::diagnose::{binary, front_end, pmd, process, system, Check, Status};
+use hottext::diagnose::{binary, build_remedy, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
 use hottext::layout::metrics::Metrics;
 use hottext::measure::cancel;
@@ -104,10 +104,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // A stripped binary is a finding, not an error: the rest of the checks still apply.
     let binary = match binary_path.as_deref().map(Binary::open).transpose() {
         Err(e @ BinaryError::NoSymbols { .. }) => {
-            checks.push(
-                Check::new("binary", "symbols", Status::Fail, e.to_string())
-                    .remedy("build without -s and do not strip the binary that runs (or keep a debug-symbols copy)"),
+            let rust = binary_path
+                .as_deref()
+                .and_then(|p| std::fs::read(p).ok())
+                .is_some_and(|data| built_by_rustc(&data));
+            let remedy = build_remedy(
+                rust,
+                "build without -s and do not strip the binary that runs (or keep a debug-symbols copy)",
+                "strip = false (or \"debuginfo\") in [profile.release] of Cargo.toml, and no -C strip=symbols",
             );
+            checks
+                .push(Check::new("binary", "symbols", Status::Fail, e.to_string()).remedy(remedy));
             None
         }
         other => other?,

@@ -149,6 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             placement: ScriptPlacement::default(),
             origin: &origin,
             unsafe_names: UnsafeNames::LeaveOut,
+            binary: Some(&binary),
         },
     )?;
     let hot = written

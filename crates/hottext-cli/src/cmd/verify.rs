@@ -1,10 +1,11 @@
 //! `hottext verify`: is the hot text in place, in a binary or in a running process.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use hottext::binary::Binary;
+use hottext::link::read_plan;
 use hottext::os::proc::Pid;
 use hottext::verify::{check_binary, check_process};
 
@@ -15,6 +16,11 @@ use crate::output;
 ///
 /// With --binary, checks for the range between __hot_start and __hot_end: exit status 1 when
 /// the markers are missing, the range is empty or misaligned, or no function lies inside it.
+/// With --planned, also compares the range with the linker input `order` or `fetch` wrote (ld
+/// script, gold or lld order file, or list; told by its contents): exit status 1 when a planned
+/// function is not in the range (an ld script pattern that matched no object, a link that did
+/// not use the file), a warning naming the functions in the range the file did not plan (order
+/// files pull in every static namesake of a planned function).
 /// With --pid, lists each 2 MiB page of the hot range and what backs it (anonymous THP, a
 /// 2 MiB page-cache folio, hugetlb, or 4 KiB pages): exit status 1 when any page of the range
 /// is not on a huge page (the runtime's cap, HOTTEXT_MAX_PAGES or the CPU's 2 MiB iTLB
@@ -22,6 +28,7 @@ use crate::output;
 ///
 /// Examples:
 ///   hottext verify --binary ./server
+///   hottext verify --binary ./server --planned hot.ld
 ///   hottext verify --pid $(pidof server) --json
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -34,6 +41,10 @@ pub struct Args {
         conflicts_with = "pid"
     )]
     binary: Option<PathBuf>,
+    /// The linker input the binary was linked with, as `hottext order` or `hottext fetch`
+    /// wrote it: every function it plans must lie in the hot range.
+    #[arg(long, value_name = "FILE", requires = "binary")]
+    planned: Option<PathBuf>,
     /// A running process whose hot range should be on huge pages.
     #[arg(long, value_name = "PID", value_parser = pid_arg())]
     pid: Option<Pid>,
@@ -44,15 +55,27 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (&args.binary, args.pid) {
-        (Some(path), _) => verify_binary(path, args.json),
+        (Some(path), _) => verify_binary(path, args.planned.as_deref(), args.json),
         (None, Some(pid)) => verify_process(pid, args.json),
         (None, None) => anyhow::bail!("give --binary BIN or --pid PID"),
     }
 }
 
-fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+fn verify_binary(path: &Path, planned: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let plan = planned
+        .map(|file| {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the linker input {}", file.display()))?;
+            read_plan(&text).with_context(|| {
+                format!(
+                    "{} is not a linker input written by hottext order or fetch",
+                    file.display()
+                )
+            })
+        })
+        .transpose()?;
     let binary = Binary::open(path).context("cannot verify")?;
-    let report = check_binary(&binary);
+    let report = check_binary(&binary, plan.as_ref());
     if json {
         output::json(&report)?;
     } else if let (Some(start), Some(end)) = (report.start, report.end) {
@@ -79,6 +102,17 @@ fn verify_binary(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode>
             output::bytes(report.hot.bytes)
         );
         println!("2 MiB pages {}", report.huge_pages);
+        if let Some(plan) = &report.plan {
+            println!(
+                "planned     {} of {} planned functions in the range, {} not planned",
+                plan.placed,
+                plan.planned,
+                plan.unplanned.len()
+            );
+        }
+    }
+    for w in &report.warnings {
+        output::warn(w);
     }
     verdict(report.passed(), json, &report.problems)
 }

@@ -8,8 +8,10 @@
 
 mod addr;
 pub mod fingerprint;
+mod toolchain;
 
 pub use addr::{FileOffset, LoadBias, RuntimeAddr, StatedAddr};
+pub use toolchain::built_by_rustc;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

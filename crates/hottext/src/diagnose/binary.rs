@@ -1,8 +1,8 @@
 //! The binary's checks: build-id, text size, frame pointers, the hot-text markers, the hot
 //! range's file offset and the padding inside it, and how spread out a profile's hot code is.
 
-use super::{Check, Status};
-use crate::binary::{Binary, HOT_END, HOT_START, HUGE_PAGE};
+use super::{build_remedy, Check, Status};
+use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE};
 use crate::graph::Graph;
 use crate::layout::metrics::Placement;
 use crate::report::heat::{heat_map_of, HeatMap};
@@ -45,6 +45,8 @@ pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
 }
 
 pub fn checks(binary: &Binary) -> Vec<Check> {
+    let rust = built_by_rustc(binary.bytes());
+    let build = |c: &str, cargo: &str| build_remedy(rust, c, cargo);
     let mut out = Vec::new();
     out.push(match binary.build_id_hex() {
         Some(id) => Check::new(AREA, "build-id", Status::Pass, id),
@@ -54,7 +56,10 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             Status::Warn,
             "none: profiles cannot be tied to this build",
         )
-        .remedy("link with -Wl,--build-id"),
+        .remedy(build(
+            "link with -Wl,--build-id",
+            "RUSTFLAGS=\"-C link-arg=-Wl,--build-id\"",
+        )),
     });
     let text: u64 = binary.functions.iter().map(|f| f.size).sum();
     out.push(Check::new(
@@ -83,7 +88,10 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
                 100.0 * share
             ),
         )
-        .remedy("compile with -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"),
+        .remedy(build(
+            "compile with -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer",
+            "RUSTFLAGS=\"-C force-frame-pointers=yes\" for every crate (cargo build rebuilds them)",
+        )),
         None => Check::new(
             AREA,
             "frame pointers",
@@ -91,18 +99,30 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             "not checked on this instruction set",
         ),
     });
-    out.push(Check::new(
-        AREA,
-        "function sections",
-        Status::Info,
-        "a linked binary does not say; the objects must have one section per function to be ordered",
-    )
-    .remedy("compile with -ffunction-sections (check an object: readelf -SW x.o | grep -c ' .text\\.')"));
-    let report = check_binary(binary);
+    out.push(if rust {
+        Check::new(
+            AREA,
+            "function sections",
+            Status::Pass,
+            "a Rust program: rustc gives each function a section of its own on Linux",
+        )
+    } else {
+        Check::new(
+            AREA,
+            "function sections",
+            Status::Info,
+            "a linked binary does not say; the objects must have one section per function to be ordered",
+        )
+        .remedy("compile with -ffunction-sections (check an object: readelf -SW x.o | grep -c ' .text\\.')")
+    });
+    let report = check_binary(binary, None);
     if report.start.is_none() {
         out.push(
             Check::new(AREA, "hot-text markers", Status::Warn, format!("no {HOT_START}/{HOT_END}: not linked with hottext's layout"))
-                .remedy("hottext order PROFILE --binary BIN --format ld-script -o hot.ld; relink with -Wl,-T,hot.ld"),
+                .remedy(build(
+                    "hottext order PROFILE --binary BIN --format ld-script -o hot.ld; relink with -Wl,-T,hot.ld",
+                    "cargo rustc --release --bin BIN -- -C link-arg=-Wl,-T,$PWD/hot.ld (docs/build.md, Cargo)",
+                )),
         );
         return out;
     }
@@ -140,7 +160,10 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             Status::Warn,
             "not 2 MiB aligned: the runtime must copy the text to anonymous huge pages",
         )
-        .remedy("link with -Wl,-z,max-page-size=0x200000 (and -z,common-page-size with lld)")
+        .remedy(build(
+            "link with -Wl,-z,max-page-size=0x200000 (and -z,common-page-size with lld)",
+            "-C link-arg=-Wl,-z,max-page-size=0x200000,-z,common-page-size=0x200000 after cargo rustc's --",
+        ))
     });
     let padding = report.size.saturating_sub(report.hot.bytes);
     out.push(Check::new(

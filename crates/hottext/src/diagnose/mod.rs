@@ -52,3 +52,14 @@ impl Check {
         self
     }
 }
+
+/// A remedy about build flags or stripping: `c` as it is for a C or C++ build, followed by
+/// `cargo`, the same change as a Cargo setting, when the binary is a Rust program
+/// ([`crate::binary::built_by_rustc`]).
+pub fn build_remedy(rust: bool, c: &str, cargo: &str) -> String {
+    if rust {
+        format!("{c}; Cargo: {cargo}")
+    } else {
+        c.to_string()
+    }
+}

@@ -6,12 +6,18 @@
 //! - names the format cannot carry safely ([`check_entries`]): refused as an error, or left out
 //!   where a build must go on ([`UnsafeNames`]).
 //!
+//! A function that GCC split a `.cold` part off keeps that part's section out of its list
+//! ([`Entry::unlikely_is_whole`]): the graph's functions and, when given, the binary's tell
+//! which functions have one. Without the binary, a part no sample hit is unknown and its
+//! section comes along into the hot range, which `verify --binary --planned` then names.
+//!
 //! Functions a binary lacks never get here: with a binary the graph is first rematched to it
 //! (`pipeline::rematch`), which keeps only what the binary has, under the binary's names.
 
 use serde::Serialize;
 
-use super::{check_entries, is_split_cold_part, EmitError, Entry, Format};
+use super::{check_entries, is_split_cold_part, split_cold_parent, EmitError, Entry, Format};
+use crate::binary::{symbol_of, Binary};
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
@@ -69,13 +75,16 @@ impl HotList<'_> {
     }
 }
 
-/// The functions of `order` that `format` will list.
+/// The functions of `order` that `format` will list; `binary`, the one the graph was fitted
+/// to, tells which functions have a part split off.
 pub fn hot_list<'g>(
     graph: &'g Graph,
     order: &[FuncId],
     format: Format,
     unsafe_names: UnsafeNames,
+    binary: Option<&Binary>,
 ) -> Result<HotList<'g>, EmitError> {
+    let split = split_parents(graph, binary);
     let mut list = HotList {
         entries: Vec::with_capacity(order.len()),
         kept: Vec::with_capacity(order.len()),
@@ -100,7 +109,8 @@ pub fn hot_list<'g>(
             list.split_cold.push(&func.name);
             continue;
         }
-        let entry = Entry::from(func);
+        let mut entry = Entry::from(func);
+        entry.unlikely_is_whole = !split.contains(symbol_of(&func.name));
         if let Err(e) = check_entries(format, std::slice::from_ref(&entry)) {
             match unsafe_names {
                 UnsafeNames::Refuse => return Err(e),
@@ -114,6 +124,21 @@ pub fn hot_list<'g>(
         list.kept.push(f);
     }
     Ok(list)
+}
+
+/// The symbols of the functions a part was split off (`f` for `f.cold`, `f.cold.2`), among
+/// the graph's functions and the binary's.
+fn split_parents<'a>(graph: &'a Graph, binary: Option<&'a Binary>) -> foldhash::HashSet<&'a str> {
+    let graph_names = graph.funcs().iter().map(|f| f.name.as_str());
+    let binary_names = binary
+        .into_iter()
+        .flat_map(|b| b.functions.iter())
+        .flat_map(|f| std::iter::once(&f.name).chain(&f.aliases))
+        .map(String::as_str);
+    graph_names
+        .chain(binary_names)
+        .filter_map(split_cold_parent)
+        .collect()
 }
 
 #[cfg(test)]
@@ -138,6 +163,7 @@ mod tests {
             &ids([2, 1, 0, 3]),
             Format::LdScript,
             UnsafeNames::Refuse,
+            None,
         )
         .unwrap();
         assert_eq!(list.kept, ids([2, 0]));
@@ -151,13 +177,46 @@ mod tests {
     #[test]
     fn an_unsafe_name_is_refused_or_left_out_as_asked() {
         let g = graph(&["main", "x)}evil", "g"]);
-        let err = hot_list(&g, &ids([0, 1, 2]), Format::LdScript, UnsafeNames::Refuse).unwrap_err();
+        let err = hot_list(
+            &g,
+            &ids([0, 1, 2]),
+            Format::LdScript,
+            UnsafeNames::Refuse,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(err.name(), Some("x)}evil"));
-        let list = hot_list(&g, &ids([0, 1, 2]), Format::LdScript, UnsafeNames::LeaveOut).unwrap();
+        let list = hot_list(
+            &g,
+            &ids([0, 1, 2]),
+            Format::LdScript,
+            UnsafeNames::LeaveOut,
+            None,
+        )
+        .unwrap();
         assert_eq!(list.kept, ids([0, 2]));
         assert_eq!(list.unsafe_names, ["x)}evil"]);
         // A plain list takes any name without whitespace or control characters.
-        let list = hot_list(&g, &ids([0, 1, 2]), Format::List, UnsafeNames::Refuse).unwrap();
+        let list = hot_list(&g, &ids([0, 1, 2]), Format::List, UnsafeNames::Refuse, None).unwrap();
         assert_eq!(list.kept, ids([0, 1, 2]));
+    }
+
+    #[test]
+    fn a_function_with_a_split_part_keeps_its_unlikely_section_out() {
+        let g = graph(&["f", "f.cold", "rare", "g"]);
+        let list = hot_list(
+            &g,
+            &ids([0, 2, 3]),
+            Format::LdScript,
+            UnsafeNames::Refuse,
+            None,
+        )
+        .unwrap();
+        let whole: Vec<(&str, bool)> = list
+            .entries
+            .iter()
+            .map(|e| (e.name, e.unlikely_is_whole))
+            .collect();
+        assert_eq!(whole, [("f", false), ("rare", true), ("g", true)]);
     }
 }

@@ -6,7 +6,7 @@ use super::call_graph_profile::write_call_graph_profile;
 use super::hot_list::{hot_list, HotList, UnsafeNames};
 use super::ranges::write_ranges;
 use super::{emit, EmitError, Format, ScriptPlacement};
-use crate::binary::StatedAddr;
+use crate::binary::{Binary, StatedAddr};
 use crate::graph::{FuncId, Graph};
 use crate::layout::metrics::{hot_ranges, Placement};
 
@@ -22,6 +22,9 @@ pub enum Target<'a> {
         placement: ScriptPlacement,
         origin: &'a str,
         unsafe_names: UnsafeNames,
+        /// The binary the graph was fitted to, if any: which of its functions have parts
+        /// split off ([`super::hot_list`]).
+        binary: Option<&'a Binary>,
     },
     /// The runtime's ranges file: the hottest 2 MiB pages of the binary as it is placed (`at`),
     /// at most `max_pages`, for the build `build_id`.
@@ -62,8 +65,9 @@ pub fn write<'g>(graph: &'g Graph, target: Target<'_>) -> Result<Written<'g>, Em
             placement,
             origin,
             unsafe_names,
+            binary,
         } => {
-            let list = hot_list(graph, order, format, unsafe_names)?;
+            let list = hot_list(graph, order, format, unsafe_names, binary)?;
             emit(format, &list.entries, placement, origin, &mut written.bytes)?;
             written.needs_markers = format.needs_markers_object();
             written.hot = Some(list);
@@ -109,6 +113,7 @@ mod tests {
             placement: ScriptPlacement::default(),
             origin: "test",
             unsafe_names: UnsafeNames::Refuse,
+            binary: None,
         };
         let list = write(&g, linker(Format::List)).unwrap();
         assert_eq!(String::from_utf8(list.bytes).unwrap(), "work\nmain\n");

@@ -27,7 +27,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{prefetch_name_ahead, sections_of, unique, Entry, SECTION_PREFIXES};
+use super::{prefetch_name_ahead, unique, Entry};
 use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
 use crate::parallel::join;
 
@@ -160,8 +160,8 @@ fn section_list(e: &Entry) -> String {
         // Most functions: one symbol's sections, distinct by construction, written without
         // the set that removes repeats (a million entries made that a second of the write).
         let symbol = symbol_of(e.name);
-        let mut list = String::with_capacity(3 * symbol.len() + 32);
-        for prefix in SECTION_PREFIXES {
+        let mut list = String::with_capacity(4 * symbol.len() + 48);
+        for prefix in e.section_prefixes() {
             if !list.is_empty() {
                 list.push(' ');
             }
@@ -170,12 +170,18 @@ fn section_list(e: &Entry) -> String {
         }
         return list;
     }
-    let sections: Vec<String> = unique(e.symbols().flat_map(sections_of)).collect();
+    let sections: Vec<String> = e.sections().collect();
     sections.join(" ")
 }
 
 /// File patterns for the objects compiled from the source file a qualified profile name
 /// (`name;file.c`) gives; `None` for a plain name or one that cannot be matched safely.
+///
+/// rustc names no source file: the `STT_FILE` symbol of its objects is the codegen unit
+/// (`regex_automata.1a2b3c4d5e6f7a8b-cgu.03`), and the object is
+/// `<crate>-<hash>.<codegen unit>.rcgu.o`, a file of its own (the binary's crate, LTO) or a
+/// member of the crate's `.rlib` archive. Both linkers match a pattern without `:` against an
+/// archive member's name too, so one pattern covers both.
 fn object_patterns(profile_name: &str) -> Option<Vec<String>> {
     let (_, file) = profile_name.split_once(';')?;
     // `name;N` numbers namesakes within one file: nothing tells their objects apart.
@@ -183,6 +189,9 @@ fn object_patterns(profile_name: &str) -> Option<Vec<String>> {
     let safe = |c: char| c.is_ascii_alphanumeric() || "._+-".contains(c);
     if base.is_empty() || !base.chars().all(safe) || base.chars().all(|c| c.is_ascii_digit()) {
         return None;
+    }
+    if is_codegen_unit(base) {
+        return Some(vec![format!("*.{base}.rcgu.o")]);
     }
     let stem = base.rsplit_once('.').map_or(base, |(stem, _)| stem);
     let objects = unique([format!("{stem}.o"), format!("{base}.o")].into_iter());
@@ -198,6 +207,13 @@ fn object_patterns(profile_name: &str) -> Option<Vec<String>> {
             .flatten()
             .collect(),
     )
+}
+
+/// Whether a file symbol is a rustc codegen unit's name: `<crate>.<hash>-cgu.<number>`.
+fn is_codegen_unit(file: &str) -> bool {
+    file.rsplit_once("-cgu.").is_some_and(|(unit, number)| {
+        unit.contains('.') && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 #[cfg(test)]
@@ -219,13 +235,14 @@ mod tests {
             name,
             aliases: &[],
             size,
+            unlikely_is_whole: true,
         }
     }
 
     #[test]
     fn a_namesake_matches_only_the_objects_of_its_source_file() {
         let s = render(&[entry("g;a.c", 8), entry("h", 8)], Alignment::AsCompiled);
-        let g = ".text.g .text.hot.g .text.startup.g";
+        let g = ".text.g .text.hot.g .text.startup.g .text.unlikely.g";
         assert!(
             s.contains(&format!(
                 "    [a].o({g}) */a.o({g}) *:a.o({g}) [a].c.o({g}) */a.c.o({g}) *:a.c.o({g})\n"
@@ -233,7 +250,7 @@ mod tests {
             "{s}"
         );
         assert!(
-            s.contains("    *(.text.h .text.hot.h .text.startup.h)\n"),
+            s.contains("    *(.text.h .text.hot.h .text.startup.h .text.unlikely.h)\n"),
             "{s}"
         );
     }
@@ -244,6 +261,36 @@ mod tests {
             assert_eq!(object_patterns(name), None, "{name}");
         }
         assert_eq!(object_patterns("g;src/x.c").unwrap()[0], "[x].o");
+    }
+
+    #[test]
+    fn a_codegen_unit_qualifier_matches_the_rustc_object_file_or_rlib_member() {
+        let name = "_ZN4core3ptr13drop_in_place17h0123456789abcdefE;regex_automata.1a2b3c4d5e6f7a8b-cgu.03";
+        assert_eq!(
+            object_patterns(name).unwrap(),
+            ["*.regex_automata.1a2b3c4d5e6f7a8b-cgu.03.rcgu.o"]
+        );
+        // Only the codegen unit's shape: a C file that happens to end in `-cgu.3` is a C file.
+        assert!(!is_codegen_unit("x-cgu.3"));
+        assert!(!is_codegen_unit("a.b-cgu."));
+        assert!(!is_codegen_unit("a.b-cgu.3x"));
+    }
+
+    #[test]
+    fn a_cold_whole_function_is_placed_from_its_unlikely_section() {
+        let split = Entry {
+            unlikely_is_whole: false,
+            ..entry("f", 8)
+        };
+        let s = render(&[entry("rare", 8), split], Alignment::AsCompiled);
+        assert!(
+            s.contains("*(.text.rare .text.hot.rare .text.startup.rare .text.unlikely.rare)\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("*(.text.f .text.hot.f .text.startup.f)\n"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ mod hot_list;
 mod input;
 mod ld_script;
 mod markers;
+mod planned;
 mod ranges;
 
 pub use call_graph_profile::write_call_graph_profile;
@@ -29,6 +30,7 @@ pub use hot_list::{hot_list, HotList, HotText, UnsafeNames};
 pub use input::{write, Target, Written, MARKERS_ADVICE};
 pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::{host_architecture, markers_object};
+pub use planned::{read_plan, Plan, PlanError};
 pub use ranges::write_ranges;
 
 use std::io::{self, Write};
@@ -67,13 +69,19 @@ impl Format {
     }
 }
 
-/// A function to place: its profile name, the other symbols at its address, and its size in
-/// the profiled binary (0 if unknown).
+/// A function to place: its profile name, the other symbols at its address, its size in the
+/// profiled binary (0 if unknown), and whether a `.text.unlikely.<symbol>` section would be the
+/// function itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {
     pub name: &'a str,
     pub aliases: &'a [String],
     pub size: u64,
+    /// False when GCC split a `.cold` part off this function: that part, not the function,
+    /// lives in `.text.unlikely.<symbol>` (see [`is_split_cold_part`]). Otherwise a section of
+    /// that name is the whole function, put there because it is `cold` (`#[cold]` in Rust,
+    /// `__attribute__((cold))` in C), and it is placed like any other.
+    pub unlikely_is_whole: bool,
 }
 
 impl<'a> From<&'a Func> for Entry<'a> {
@@ -82,6 +90,7 @@ impl<'a> From<&'a Func> for Entry<'a> {
             name: &f.name,
             aliases: &f.aliases,
             size: f.size,
+            unlikely_is_whole: true,
         }
     }
 }
@@ -90,6 +99,24 @@ impl Entry<'_> {
     /// Plain linker symbols of this function, canonical first.
     fn symbols(&self) -> impl Iterator<Item = &str> {
         std::iter::once(symbol_of(self.name)).chain(self.aliases.iter().map(|a| symbol_of(a)))
+    }
+
+    /// The section prefixes this function's sections can have.
+    fn section_prefixes(&self) -> &'static [&'static str] {
+        if self.unlikely_is_whole {
+            &SECTION_PREFIXES
+        } else {
+            &SECTION_PREFIXES[..SECTION_PREFIXES.len() - 1]
+        }
+    }
+
+    /// Input sections that can hold this function's symbols, each once.
+    fn sections(&self) -> impl Iterator<Item = String> + '_ {
+        let prefixes = self.section_prefixes();
+        unique(
+            self.symbols()
+                .flat_map(move |symbol| prefixes.iter().map(move |p| format!("{p}{symbol}"))),
+        )
     }
 }
 
@@ -193,12 +220,7 @@ pub fn emit(
         Format::LdScript => ld_script::write(entries, placement, origin, out)?,
         Format::GoldOrder => {
             writeln!(out, "{START_SECTION}")?;
-            for section in unique(
-                entries
-                    .iter()
-                    .flat_map(|e| e.symbols())
-                    .flat_map(sections_of),
-            ) {
+            for section in unique(entries.iter().flat_map(|e| e.sections())) {
                 writeln!(out, "{section}")?;
             }
             writeln!(out, "{END_SECTION}")?;
@@ -214,29 +236,34 @@ pub fn emit(
     Ok(out.flush()?)
 }
 
-/// Input sections that can hold `symbol` under `-ffunction-sections`: the plain one, and the
-/// prefixed ones GCC uses for `hot` attributes and for `main` and other start-up code. (A part
-/// split off as `.cold` lives in `.text.unlikely.<parent>`; it never enters the hot range, see
-/// [`is_split_cold_part`].)
-fn sections_of(symbol: &str) -> Vec<String> {
-    SECTION_PREFIXES
-        .iter()
-        .map(|prefix| format!("{prefix}{symbol}"))
-        .collect()
-}
-
-/// What [`sections_of`] puts before the symbol.
-const SECTION_PREFIXES: [&str; 3] = [".text.", ".text.hot.", ".text.startup."];
+/// Prefixes of the input sections that can hold a function `<symbol>` under
+/// `-ffunction-sections` (rustc's default on Linux): the plain one, the ones GCC uses for `hot`
+/// attributes and for `main` and other start-up code, and last the one of `cold` functions,
+/// which GCC and LLVM both use. GCC also puts a part split off as `<symbol>.cold` in
+/// `.text.unlikely.<symbol>`: that part never enters the hot range, so the last prefix is left
+/// out for a function known to have one ([`Entry::unlikely_is_whole`]).
+pub const SECTION_PREFIXES: [&str; 4] =
+    [".text.", ".text.hot.", ".text.startup.", ".text.unlikely."];
 
 /// Whether `name` is a part GCC split off a function as unlikely to run (`foo.cold`,
 /// `foo.cold.3`, in `.text.unlikely.foo`). Such parts stay out of the hot range even when a
 /// sample hit them: the compiler moved them out of the way, and in the hot range each one
 /// would spread its rare bytes between the hot ones.
 pub fn is_split_cold_part(name: &str) -> bool {
+    split_cold_parent(name).is_some()
+}
+
+/// The symbol of the function a split cold part `name` was split off (`foo` for `foo.cold`
+/// and `foo.cold.3`), whose section `.text.unlikely.foo` holds the part.
+fn split_cold_parent(name: &str) -> Option<&str> {
     let symbol = symbol_of(name);
     // `.cold.` then digits: the digits hold no `.`, so that `.cold.` is the last one.
     let numbered = symbol.trim_end_matches(|c: char| c.is_ascii_digit());
-    symbol.ends_with(".cold") || (numbered.len() < symbol.len() && numbered.ends_with(".cold."))
+    if numbered.len() < symbol.len() {
+        numbered.strip_suffix(".cold.")
+    } else {
+        symbol.strip_suffix(".cold")
+    }
 }
 
 /// Keeps the first occurrence of each item, in order.
@@ -256,11 +283,13 @@ mod tests {
                 name: "f",
                 aliases: &aliases,
                 size: 0,
+                unlikely_is_whole: true,
             },
             Entry {
                 name: "g;a.c",
                 aliases: &[],
                 size: 0,
+                unlikely_is_whole: true,
             },
         ];
         let mut out = Vec::new();
@@ -289,6 +318,7 @@ mod tests {
                     name,
                     aliases,
                     size: 0,
+                    unlikely_is_whole: true,
                 }];
                 let mut out = Vec::new();
                 let err = emit(format, &entries, ScriptPlacement::default(), "t", &mut out)
@@ -309,6 +339,7 @@ mod tests {
                 name,
                 aliases: &[],
                 size: 0,
+                unlikely_is_whole: true,
             }];
             emit(
                 Format::LdScript,
@@ -332,10 +363,10 @@ mod tests {
         assert!(s.contains(".text.hot : ALIGN(0x200000)"), "{s}");
         let start = s.find("__hot_start = .;").unwrap();
         let f = s
-            .find("*(.text.f .text.hot.f .text.startup.f .text.f_alias")
+            .find("*(.text.f .text.hot.f .text.startup.f .text.unlikely.f .text.f_alias")
             .unwrap();
         let g = s
-            .find("[a].o(.text.g .text.hot.g .text.startup.g)")
+            .find("[a].o(.text.g .text.hot.g .text.startup.g .text.unlikely.g)")
             .unwrap();
         let end = s.find("__hot_end = .;").unwrap();
         assert!(start < f && f < g && g < end, "{s}");

@@ -311,8 +311,8 @@ pub fn read(
     call_graph::build(perf_data, binary, opts, progress)
 }
 
-/// "a, b, c and 7 more": error messages name a few files, not hundreds.
-fn some_of(items: &[String]) -> String {
+/// "a, b, c and 7 more": error messages name a few files or functions, not hundreds.
+pub(crate) fn some_of(items: &[String]) -> String {
     const SHOWN: usize = 8;
     if items.is_empty() {
         return "none".into();

@@ -1,10 +1,13 @@
 //! Checks a linked binary for the hot range: both markers, a non-empty range, a 2 MiB-aligned
-//! start, and functions inside.
+//! start, and functions inside; with the plan, that those are the functions planned
+//! ([`super::planned`]).
 
 use serde::Serialize;
 
+use super::planned::{compare_with_plan, PlanReport};
 use crate::binary::{Binary, StatedAddr, HOT_END, HOT_START, HUGE_PAGE};
-use crate::link::HotText;
+use crate::link::{HotText, Plan};
+use crate::profile::some_of;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTextReport {
@@ -21,8 +24,12 @@ pub struct HotTextReport {
     pub hot: HotText,
     /// 2 MiB pages the range touches.
     pub huge_pages: u64,
+    /// With a plan: the range against it.
+    pub plan: Option<PlanReport>,
     /// Why the check failed; empty when it passed.
     pub problems: Vec<String>,
+    /// What is worth a look but does not fail the check.
+    pub warnings: Vec<String>,
 }
 
 impl HotTextReport {
@@ -31,7 +38,10 @@ impl HotTextReport {
     }
 }
 
-pub fn check_binary(binary: &Binary) -> HotTextReport {
+/// Checks `binary`'s hot range, and that it holds the functions of `plan` when given: a planned
+/// function missing from the range fails the check; a function the plan does not name is a
+/// warning (order files cannot keep static namesakes out).
+pub fn check_binary(binary: &Binary, plan: Option<&Plan>) -> HotTextReport {
     let (start, end) = (binary.symbol(HOT_START), binary.symbol(HOT_END));
     let mut problems = Vec::new();
     for (name, addr) in [(HOT_START, start), (HOT_END, end)] {
@@ -50,7 +60,9 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
         file_offset_aligned_2m: false,
         hot: HotText::default(),
         huge_pages: 0,
+        plan: None,
         problems,
+        warnings: Vec::new(),
     };
     let (Some(StatedAddr(s)), Some(StatedAddr(e))) = (start, end) else {
         return report;
@@ -85,5 +97,28 @@ pub fn check_binary(binary: &Binary) -> HotTextReport {
             .problems
             .push("no function lies inside the hot range".to_string());
     }
+    if let Some(plan) = plan {
+        let checked = compare_with_plan(binary, (StatedAddr(s), StatedAddr(e)), plan);
+        if !checked.missing.is_empty() {
+            report.problems.push(format!(
+                "{} of the {} planned functions are not in the hot range: {}{}",
+                checked.planned - checked.placed,
+                checked.planned,
+                some_of(&checked.missing),
+                MISSING_ADVICE
+            ));
+        }
+        if !checked.unplanned.is_empty() {
+            report.warnings.push(format!(
+                "{} functions in the hot range were not planned: {} (an order file places every static namesake of a planned function; the ld script places them one by one)",
+                checked.unplanned.len(),
+                some_of(&checked.unplanned)
+            ));
+        }
+        report.plan = Some(checked);
+    }
     report
 }
+
+/// What to do about planned functions the linker left out.
+const MISSING_ADVICE: &str = "; check that the objects were compiled with -ffunction-sections (rustc does it by default), that the linker input is the one order or fetch wrote for this build, and that the link used it";

@@ -259,6 +259,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         origin: &origin,
         unsafe_names: UnsafeNames::Refuse,
+        binary: binary.as_ref(),
     };
     let written = link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
     let Some(list) = &written.hot else {
