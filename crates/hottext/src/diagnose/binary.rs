@@ -5,43 +5,37 @@ use super::{build_remedy, Check, Status};
 use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE};
 use crate::graph::Graph;
 use crate::layout::metrics::Placement;
+use crate::profile::code::Code;
 use crate::report::heat::{heat_map_of, HeatMap};
 use crate::verify::check_binary;
 
 const AREA: &str = "binary";
 
-/// `push %rbp; mov %rsp,%rbp`, the frame-pointer prologue GCC and Clang emit on x86-64.
-const FRAME_PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
-/// `endbr64`, which may come first.
-const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
-
-/// From this share of functions with a frame-pointer prologue on, the binary counts as built
-/// with frame pointers (perf's `--call-graph fp` finds callers); below, not.
+/// From this share of calling functions that set up a frame pointer on, the binary counts as
+/// built with frame pointers (perf's `--call-graph fp` finds callers); below, not.
 pub const FRAME_POINTERS_KEPT: f64 = 0.5;
 
-/// Share of the binary's functions of 16 bytes or more that start with the frame-pointer
-/// prologue; `None` where the instruction set is not x86-64.
+/// At most this many functions are decoded, evenly spread: a share needs no more, and a
+/// binary of a million functions would otherwise be decoded whole before every recording.
+const FRAME_SAMPLE: usize = 4000;
+
+/// Share of the binary's calling functions that set up a frame pointer
+/// ([`Code::frame_use`]: leaves go without one even with `-fno-omit-frame-pointer`); `None`
+/// where the instruction set is not x86-64 or no function calls another.
 pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
-    if binary.architecture != object::Architecture::X86_64 {
+    let code = Code::of(binary);
+    if !code.is_decoded() {
         return None;
     }
-    let (mut with, mut total) = (0u64, 0u64);
-    for f in binary.functions.iter().filter(|f| f.size >= 16) {
-        let Some(offset) = binary.offset_for_stated(f.start) else {
-            continue;
-        };
-        let Some(code) = binary.bytes().get(offset.0 as usize..offset.0 as usize + 8) else {
-            continue;
-        };
-        total += 1;
-        let body = if code[..4] == ENDBR64 {
-            &code[4..]
-        } else {
-            &code[..4]
-        };
-        with += u64::from(body == FRAME_PROLOGUE);
+    let step = binary.functions.len().div_ceil(FRAME_SAMPLE).max(1);
+    let (mut with, mut calling) = (0u64, 0u64);
+    for f in binary.functions.iter().step_by(step) {
+        if let Some(found) = code.frame_use(f).filter(|u| u.calls) {
+            calling += 1;
+            with += u64::from(found.sets_up_frame);
+        }
     }
-    (total > 0).then(|| with as f64 / total as f64)
+    (calling > 0).then(|| with as f64 / calling as f64)
 }
 
 pub fn checks(binary: &Binary) -> Vec<Check> {
@@ -77,14 +71,14 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             AREA,
             "frame pointers",
             Status::Pass,
-            format!("{:.0}% of functions set up a frame", 100.0 * share),
+            format!("{:.0}% of calling functions set up a frame", 100.0 * share),
         ),
         Some(share) => Check::new(
             AREA,
             "frame pointers",
             Status::Warn,
             format!(
-                "{:.0}% of functions set up a frame: perf's frame-pointer stacks will miss callers (hottext record uses --call-graph dwarf, which costs more)",
+                "{:.0}% of calling functions set up a frame: perf's frame-pointer stacks will miss callers (hottext record uses --call-graph dwarf, which costs more)",
                 100.0 * share
             ),
         )

@@ -6,7 +6,7 @@
 //! at those addresses says what really happened there: a `call`, a jump within a function, a
 //! tail call (a `jmp` to another function's entry, which leaves no frame behind), or a return.
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+use iced_x86::{Code as Opcode, Decoder, DecoderOptions, FlowControl, Instruction, Register};
 
 use crate::binary::{Binary, Function};
 
@@ -132,6 +132,33 @@ impl<'a> Code<'a> {
         out
     }
 
+    /// Whether `func` calls anything, and whether it makes `%rbp` its frame pointer
+    /// (`mov %rsp,%rbp` anywhere in it, not only at the entry: gcc schedules other instructions
+    /// between `push %rbp` and the `mov`, and shrink-wrapping puts the prologue after an early
+    /// return). Only calling functions tell how a binary was built: gcc omits the frame of a
+    /// leaf even with `-fno-omit-frame-pointer`, and a build without frame pointers sets one up
+    /// only where the stack is sized at run time. `None` when the code cannot be read.
+    pub fn frame_use(&self, func: &Function) -> Option<FrameUse> {
+        let bytes = self.bytes(func.start.0, func.size as usize);
+        if bytes.is_empty() {
+            return None;
+        }
+        let mut decoder = Decoder::with_ip(64, bytes, func.start.0, DecoderOptions::NONE);
+        let mut insn = Instruction::default();
+        let mut found = FrameUse::default();
+        while decoder.can_decode() && !(found.calls && found.sets_up_frame) {
+            decoder.decode_out(&mut insn);
+            found.calls |= matches!(
+                insn.flow_control(),
+                FlowControl::Call | FlowControl::IndirectCall
+            );
+            found.sets_up_frame |= insn.code() == Opcode::Mov_rm64_r64
+                && insn.op0_register() == Register::RBP
+                && insn.op1_register() == Register::RSP;
+        }
+        Some(found)
+    }
+
     /// The instructions of `func` that do not simply fall through to the next one, in order.
     pub fn control_flow<'c>(&'c self, func: &Function) -> impl Iterator<Item = Flow> + 'c {
         let bytes = self.bytes(func.start.0, func.size as usize);
@@ -152,6 +179,13 @@ impl<'a> Code<'a> {
             None
         })
     }
+}
+
+/// How a function uses the frame pointer ([`Code::frame_use`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FrameUse {
+    pub calls: bool,
+    pub sets_up_frame: bool,
 }
 
 /// An instruction that changes the flow of control.
@@ -250,5 +284,35 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn frame_use_finds_a_prologue_past_an_early_return_and_ignores_leaves() {
+        // gcc 12 -O2 -fno-omit-frame-pointer: `test %edi,%edi; js out; push %rbp; mov %rsp,%rbp;
+        // call g; pop %rbp; add $1,%eax; ret; out: xor %eax,%eax; ret` (shrink-wrapped).
+        let shrink_wrapped = [
+            0x85, 0xff, 0x78, 0x0d, 0x55, 0x48, 0x89, 0xe5, 0xe8, 0, 0, 0, 0, 0x5d, 0x83, 0xc0,
+            0x01, 0xc3, 0x31, 0xc0, 0xc3,
+        ];
+        // Without frame pointers: `push %rbx; call g; pop %rbx; ret`.
+        let no_frame = [0x53, 0xe8, 0, 0, 0, 0, 0x5b, 0xc3];
+        // A leaf: `lea (%rdi,%rdi,2),%eax; ret`.
+        let leaf = [0x8d, 0x04, 0x7f, 0xc3];
+        let use_of = |bytes: &'static [u8]| {
+            Code::Segments(vec![(0x1000, bytes)]).frame_use(&func(0x1000, bytes.len() as u64))
+        };
+        let found = |calls, sets_up_frame| {
+            Some(FrameUse {
+                calls,
+                sets_up_frame,
+            })
+        };
+        assert_eq!(
+            use_of(Vec::leak(shrink_wrapped.to_vec())),
+            found(true, true)
+        );
+        assert_eq!(use_of(Vec::leak(no_frame.to_vec())), found(true, false));
+        assert_eq!(use_of(Vec::leak(leaf.to_vec())), found(false, false));
+        assert_eq!(Code::None.frame_use(&func(0x1000, 4)), None);
     }
 }

@@ -43,7 +43,7 @@ mod apportion;
 mod branch_filter;
 mod call_graph;
 mod callers;
-mod code;
+pub(crate) mod code;
 mod events;
 mod frames;
 mod function_index;

@@ -75,7 +75,7 @@ pub struct Request {
     /// Force a way of sampling (frame-pointer or DWARF stacks, branch records, plain samples)
     /// instead of the best the machine and program allow.
     pub sampling: Option<SampleKind>,
-    /// Share of the program's functions that set up a frame pointer
+    /// Share of the program's calling functions that set up a frame pointer
     /// ([`crate::diagnose::binary::frame_pointer_share`]); `None` when not known. Below
     /// [`crate::diagnose::binary::FRAME_POINTERS_KEPT`], stacks are unwound by DWARF CFI.
     pub frame_pointer_share: Option<f64>,

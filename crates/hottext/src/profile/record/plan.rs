@@ -50,7 +50,7 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
             Some(share) if share < FRAME_POINTERS_KEPT => {
                 reasons.push(format!(
                     "call stacks by DWARF unwinding: this machine has no branch records of calls, \
-                     and only {:.0}% of the program's functions set up a frame pointer; {DWARF_COST}",
+                     and only {:.0}% of the program's calling functions set up a frame pointer; {DWARF_COST}",
                     100.0 * share
                 ));
                 SampleKind::Dwarf
@@ -292,7 +292,7 @@ mod tests {
             "perf record -o perf.data -e cpu-clock:u -F 4999 --call-graph dwarf -m 16M -a -C 0-1 -- ./prog"
         );
         assert!(
-            p.reasons[0].contains("10% of the program's functions"),
+            p.reasons[0].contains("10% of the program's calling functions"),
             "{:?}",
             p.reasons
         );
