@@ -337,3 +337,32 @@ fn a_failing_command_is_exit_status_1_in_stat_and_ab() {
         .unwrap()
         .contains("--runs 2"));
 }
+
+/// One version for the project (issue 33: `hottext --version` said 0.1.0 and the runtime's
+/// `.pc` 0.2.0): the workspace's version in Cargo.toml is the one the runtime's header states,
+/// which its Makefile writes into hottext.pc. A release bumps both; this test says when not.
+#[test]
+fn the_command_and_the_runtime_have_one_version() {
+    let header = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../runtime/include/hottext.h"
+    ))
+    .expect("cannot read runtime/include/hottext.h");
+    let part = |name: &str| {
+        let prefix = format!("#define HOTTEXT_VERSION_{name} ");
+        header
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no HOTTEXT_VERSION_{name} in hottext.h"))
+            .trim()
+            .to_string()
+    };
+    let runtime = format!("{}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH"));
+    let out = hottext(&["--version"], Path::new("."));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("hottext {runtime}"),
+        "bump [workspace.package] version in Cargo.toml and HOTTEXT_VERSION_* in runtime/include/hottext.h together"
+    );
+}

@@ -102,8 +102,12 @@ fn doctor_reports_the_real_thp_mode_and_buddyinfo() {
 fn doctor_checks_a_running_service() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // A copy of sleep in the test's folder: the file-text check must try its scratch file
+    // beside the file /proc/PID/exe points to (issue 33: it tried /proc/PID and gave up).
+    let sleep = d.join("sleep");
+    std::fs::copy("/usr/bin/sleep", &sleep).expect("this test needs /usr/bin/sleep (coreutils)");
     let mut sleeper = common::KillOnDrop(
-        std::process::Command::new("sleep")
+        std::process::Command::new(&sleep)
             .arg("30")
             .spawn()
             .unwrap(),
@@ -124,6 +128,14 @@ fn doctor_checks_a_running_service() {
     assert!(
         text.contains("write-execute policy") && text.contains("no seccomp filter"),
         "{text}"
+    );
+    let file_text = text
+        .lines()
+        .find(|l| l.contains("file text on 2 MiB pages"))
+        .unwrap_or_else(|| panic!("no file-text check:\n{text}"));
+    assert!(
+        !file_text.contains("not tried") && file_text.contains(&d.display().to_string()),
+        "the scratch file was not tried beside the executable: {file_text}"
     );
 }
 

@@ -47,6 +47,9 @@ fn fetched_profile_orders_the_link_and_verify_passes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let hash = publish(d);
+    // Issue 33: the meta file names the command that wrote it, not the pipeline.
+    let meta = std::fs::read_to_string(d.join("svc.meta")).unwrap();
+    assert!(meta.contains("# Written by `hottext store put`"), "{meta}");
     let out = fetch(d, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains(&hash.to_string()), "{}", stdout(&out));

@@ -211,6 +211,15 @@ fn three_hosts_upload_at_once_and_the_merge_job_sums_what_fits_by_age() {
         "{message}"
     );
     assert!(message.contains("refused"), "{message}");
+    // Issue 33: the window says how long the merged uploads recorded, not "(0 s)".
+    let recorded: f64 = message
+        .lines()
+        .find(|l| l.starts_with("window "))
+        .and_then(|l| l.split_once(" ("))
+        .and_then(|(_, s)| s.strip_suffix(" s recorded)"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no window line with its seconds: {message}"));
+    assert!(recorded >= 1.0, "{message}");
     let meta = git(&repo, &["show", &format!("{BRANCH}:hottext/svc.meta")]);
     assert!(meta.contains(report["object"].as_str().unwrap()), "{meta}");
 }
@@ -219,8 +228,8 @@ fn three_hosts_upload_at_once_and_the_merge_job_sums_what_fits_by_age() {
 fn merge_by_hand_scales_each_profile_and_refuses_what_it_cannot_weigh() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let new = "# hottext profile v2\n# window-end: 2026-01-08T00:00:00Z\nfn main 16 100\nfn f 8 10\ncall main f 10\n";
-    let old = "# hottext profile v2\n# window-end: 2026-01-01T00:00:00Z\nfn main 16 40\nfn g 8 40\ncall main g 40\n";
+    let new = "# hottext profile v2\n# samples: 110\n# window-end: 2026-01-08T00:00:00Z\nfn main 16 100\nfn f 8 10\ncall main f 10\n";
+    let old = "# hottext profile v2\n# samples: 80\n# window-end: 2026-01-01T00:00:00Z\nfn main 16 40\nfn g 8 40\ncall main g 40\n";
     std::fs::write(d.join("new.profile"), new).unwrap();
     std::fs::write(d.join("old.profile"), old).unwrap();
     let merge = |extra: &[&str]| {
@@ -244,6 +253,8 @@ fn merge_by_hand_scales_each_profile_and_refuses_what_it_cannot_weigh() {
             "{extra:?}: {merged}"
         );
         assert_eq!(g.header("window-end"), Some("2026-01-08T00:00:00Z"));
+        // Issue 33: the header counts what the body does, 110 + 0.5 × 80.
+        assert_eq!(g.header("samples"), Some("150"), "{extra:?}: {merged}");
     }
     for (extra, says) in [
         (&["--weight", "1"][..], "one per profile"),

@@ -60,6 +60,27 @@ fn record_runs_a_command_and_says_how() {
     assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
 }
 
+/// Issue 33: the program's stderr passes through as it is; only perf's own lines are labelled.
+#[test]
+fn record_leaves_the_programs_stderr_unlabelled() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    build(dir.path(), "prog", &[]);
+    let script = "echo 'a line of the program' >&2; ./prog 0.2";
+    let out = hottext(
+        &["record", "-o", "own.data", "--", "sh", "-c", script],
+        dir.path(),
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.lines().any(|l| l == "a line of the program"),
+        "the program's line is missing or changed:\n{err}"
+    );
+    assert!(!err.contains("hottext: perf: a line"), "{err}");
+    assert!(err.contains("hottext: wrote own.data"), "{err}");
+}
+
 #[test]
 fn record_runs_a_command_pinned_to_the_cpu_it_samples() {
     require_perf();

@@ -151,7 +151,17 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
     let verified = hottext(&["verify", "--binary", hot, "--json"], d);
     assert!(verified.status.success(), "{}", stderr(&verified));
     std::fs::write(d.join("verify.json"), &verified.stdout).unwrap();
-    let rows = json(&ab)["rows"].as_array().unwrap().len();
+    let ab_rows = json(&ab)["rows"].as_array().unwrap().clone();
+    let rows = ab_rows.len();
+    // Plotted: the figures that score a layout and have a ratio to draw (issue 33).
+    let plotted = (ab_rows.iter())
+        .filter(|r| r["better"] != "neither")
+        .filter(|r| {
+            r["comparison"]["ratio"]["low"]
+                .as_f64()
+                .is_some_and(|v| v > 0.0)
+        })
+        .count();
 
     let out = hottext(
         &[
@@ -194,8 +204,34 @@ fn the_demo_report_draws_both_heat_maps_and_every_verdict_without_a_console_mess
             hot_cells > 10 && hot_cells < cells,
             "{binary}: {hot_cells} of {cells}"
         );
+        // Never a strip a few pixels high, however small the text.
+        let cell_height: u64 = attribute(&dom, &id, "data-cell-height")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            cell_height * cells.div_ceil(512) >= 64,
+            "{binary}: {cell_height} px rows"
+        );
     }
-    assert_eq!(dom.matches("class=\"forest-row\"").count(), rows);
+    assert_eq!(dom.matches("class=\"forest-row\"").count(), plotted);
+    assert!(plotted > 0 && plotted < rows, "{plotted} of {rows} plotted");
+    assert_eq!(
+        dom.matches("is better)</text>").count(),
+        plotted,
+        "each plotted figure says which way is better"
+    );
+    // The table lists every figure, plotted or not, with A's and B's values.
+    let table = dom
+        .split("<table class=\"ab\">")
+        .nth(1)
+        .expect("no A/B table");
+    let table = table.split("</table>").next().unwrap();
+    assert_eq!(table.matches("<tr>").count(), rows + 1, "{table}");
+    assert!(
+        table.contains("neither better nor worse") || table.contains("describes the run"),
+        "{table}"
+    );
     assert!(dom.contains("Candidate orders") && dom.contains("call weight on its 4 KiB page"));
     assert!(dom.contains("linked hot range (verify.json)"));
     assert!(std::fs::metadata(d.join("report.png")).unwrap().len() > 10_000);

@@ -77,10 +77,14 @@ pub fn meta(data: &[u8]) -> bool {
     else {
         return false;
     };
-    let text = meta.to_text();
+    let text = meta.to_text("hottext store put");
     let again = Meta::parse(&text, path)
         .unwrap_or_else(|e| panic!("a meta file written by hottext is refused: {e}\n{text}"));
-    assert_eq!(text, again.to_text(), "writing is not stable");
+    assert_eq!(
+        text,
+        again.to_text("hottext store put"),
+        "writing is not stable"
+    );
     true
 }
 

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod binary;
+pub mod demangle;
 pub mod diagnose;
 #[doc(hidden)]
 pub mod fuzz;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{built_by_rustc, Binary, BinaryError};
-use hottext::diagnose::profile::call_graph;
+use hottext::diagnose::profile::{call_graph, own_code};
 use hottext::diagnose::{binary, build_remedy, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
 use hottext::layout::metrics::Metrics;
@@ -29,7 +29,8 @@ use crate::output;
 /// command to run yourself. The binary: build-id, frame pointers, hot-text markers, the hot
 /// range's file offset and padding. The front end: with a PMU, the process's top-down level 1
 /// and its iTLB walks and L1i misses per instruction; with a profile (--profile, or --record
-/// seconds of the --pid process), how many 4 KiB and 2 MiB pages the hot code spans and the
+/// seconds of the --pid process), the share of the processes' CPU in the binary's own code
+/// (the most a layout can gain), how many 4 KiB and 2 MiB pages the hot code spans and the
 /// estimate: iTLB entries for 99 % of the samples now and laid out by hottext on 2 MiB pages
 /// (the layout model of `order --algorithm auto`). Huge pages: THP enabled and defrag, free 2 MiB blocks in
 /// /proc/buddyinfo (fragmentation) and compaction, the hugetlb pool, and whether this kernel
@@ -119,11 +120,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         other => other?,
     };
+    // The file /proc/PID/exe points to: the name to show, and the folder the scratch file
+    // goes in (/proc/PID itself takes no files).
+    let exe_file = match (&args.binary, args.pid) {
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        (None, None) => None,
+    };
     let binary = binary.map(|mut b| {
-        if let (None, Some(pid)) = (&args.binary, args.pid) {
-            if let Ok(link) = std::fs::read_link(format!("/proc/{pid}/exe")) {
-                b.path = link;
-            }
+        if let Some(file) = &exe_file {
+            b.path = file.clone();
         }
         b
     });
@@ -137,6 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(profile) = profile(&args, b, cancel, &mut checks)? {
             // Matched once (by name, then by code): both checks judge the same placement.
             checks.push(call_graph(&profile));
+            checks.extend(own_code(&profile));
             let placed = placed_in(&profile, b, || fingerprints(b).unwrap_or_default());
             let (check, map) = binary::spread(b, &placed);
             hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);
@@ -172,7 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let memory = system::memory();
     checks.extend(system::checks(&memory, hot_pages));
-    let dir = binary_path
+    let dir = exe_file
         .as_deref()
         .and_then(|p| p.parent())
         .filter(|p| !p.as_os_str().is_empty())

@@ -123,8 +123,9 @@ fn add_artefact(report: &mut Report, doc: &Value, name: &str) -> anyhow::Result<
     if doc.get("ordered").is_some() || doc.get("candidates").is_some() {
         order_figures(report, doc);
     } else if let Some(rows) = doc.get("rows").and_then(Value::as_array) {
+        let service = doc.get("form").and_then(Value::as_str) == Some("service");
         for row in rows {
-            report.forest.extend(forest_row(row, name));
+            report.forest.extend(forest_row(row, name, service));
         }
     } else if let (Some(pages), Some(bias)) = (
         doc.get("pages").and_then(Value::as_array),
@@ -210,8 +211,10 @@ fn order_figures(report: &mut Report, doc: &Value) {
     }
 }
 
-/// A row of `ab --json`: measured (`comparison.ratio` low/high) or simulated (`ratio` min/max).
-fn forest_row(row: &Value, source: &str) -> Option<ForestRow> {
+/// A row of `ab --json`: measured (`comparison.ratio` low/high, a value a run) or simulated
+/// (`ratio` min/max, spreads over offsets, every figure lower-is-better). `service`: the
+/// document of a server run, whose totals count however much load ran.
+fn forest_row(row: &Value, source: &str, service: bool) -> Option<ForestRow> {
     let (ratio, low, high, verdict) = match row.get("comparison") {
         Some(c) => (&c["ratio"], "low", "high", &c["verdict"]),
         None => (&row["ratio"], "min", "max", &row["verdict"]),
@@ -223,12 +226,39 @@ fn forest_row(row: &Value, source: &str) -> Option<ForestRow> {
             ratio[high].as_f64()?,
         ))
     })();
+    let better = row["better"].as_str().unwrap_or("lower").to_string();
+    let unit = row["unit"].as_str().unwrap_or("").to_string();
+    let left_out = match ratio {
+        _ if better == "neither" => Some("describes the run, neither better nor worse".into()),
+        None => Some("no ratio".into()),
+        Some((median, low, _)) if median <= 0.0 || low <= 0.0 => {
+            Some("B counted none: no ratio to plot".into())
+        }
+        _ if service && unit.is_empty() => {
+            Some("a total of a server run: it counts however much load ran".into())
+        }
+        _ => None,
+    };
     Some(ForestRow {
         source: source.to_string(),
         label: row["label"].as_str()?.to_string(),
         ratio,
         verdict: verdict.as_str().unwrap_or("").to_string(),
+        better,
+        unit,
+        a: median_of(&row["a"]),
+        b: median_of(&row["b"]),
+        left_out,
     })
+}
+
+/// A side's median: a simulated spread's `median`, or the median of a measured side's runs.
+fn median_of(side: &Value) -> Option<f64> {
+    if let Some(m) = side.get("median").and_then(Value::as_f64) {
+        return Some(m);
+    }
+    let runs: Vec<f64> = side.as_array()?.iter().filter_map(Value::as_f64).collect();
+    hottext::measure::stats::median(&runs)
 }
 
 /// "merged, 91.0% matched" from the message's `previous` line, or why it was not merged.

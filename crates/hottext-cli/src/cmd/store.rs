@@ -186,7 +186,7 @@ fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
                 .to_string()
         };
         let meta = meta_for(profile, &put, &url, hottext::graph::declared_format(&bytes));
-        meta.write_atomic(path)
+        meta.write_atomic(path, "hottext store put")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {

@@ -7,7 +7,7 @@ use crate::graph::Graph;
 use crate::profile::header::{
     SAMPLE_KIND, TAIL_CALL_SHARED, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT,
 };
-use crate::profile::NO_EDGE_WARNING;
+use crate::profile::{CpuShares, NO_EDGE_WARNING};
 
 /// One check on the call graph's source. For a merged profile the headers are its newest
 /// part's.
@@ -49,6 +49,41 @@ pub fn call_graph(profile: &Graph) -> Check {
     Check::new("profile", name, Status::Info, value)
 }
 
+/// Below this share of its processes' CPU in the binary's own code, a layout has little to win.
+const LITTLE_OWN_CODE: f64 = 0.10;
+/// Places named besides the binary.
+const PLACES_NAMED: usize = 4;
+
+/// Where the CPU of the binary's processes went, and so the most a layout of the binary can
+/// gain: the share in its own code bounds it (an upper bound: the layout speeds up only the
+/// front-end stalls within that share). `None` for a profile without the shares (older ones).
+pub fn own_code(profile: &Graph) -> Option<Check> {
+    let shares = CpuShares::from_headers(profile)?;
+    let pct = |n: u64| 100.0 * shares.fraction(n);
+    let others: Vec<String> = (shares.elsewhere.iter().take(PLACES_NAMED))
+        .map(|p| format!("{} {:.1}%", file_name(&p.place), pct(p.samples)))
+        .collect();
+    let own = shares.binary_fraction();
+    let value = format!(
+        "{:.1}% of its processes' {} CPU samples (elsewhere: {}): a layout of this binary can speed up at most that share of their time (an upper bound)",
+        100.0 * own,
+        shares.process_samples,
+        if others.is_empty() { "none".into() } else { others.join(", ") }
+    );
+    let check = Check::new("profile", "CPU in its own code", Status::Info, value);
+    if own < LITTLE_OWN_CODE {
+        return Some(Check { status: Status::Warn, ..check }.remedy(
+            "most of the time is in the libraries or the kernel named: a layout of this binary wins little; look at those first (perf report --sort dso)",
+        ));
+    }
+    Some(check)
+}
+
+/// A library's file name (`libc.so.6`), or a label (`[kernel]`) as it is.
+fn file_name(place: &str) -> &str {
+    place.rsplit('/').next().unwrap_or(place)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +122,20 @@ mod tests {
         );
         let c = call_graph(&graph(&[(SAMPLE_KIND, "stack")]));
         assert!(c.value.contains("older hottext"), "{}", c.value);
+    }
+
+    #[test]
+    fn own_code_bounds_what_a_layout_can_gain() {
+        assert!(own_code(&graph(&[])).is_none(), "no shares, no check");
+        let text = "# hottext profile v2\n# process-samples: 1000\n# cpu-samples: 38 [binary]\n\
+                    # cpu-samples: 700 /usr/lib/libc.so.6\n# cpu-samples: 262 [kernel]\nfn a 1 38\n";
+        let c = own_code(&Graph::read(text.as_bytes()).unwrap()).unwrap();
+        assert_eq!(c.status, Status::Warn);
+        assert!(
+            c.value.starts_with("3.8% of its processes' 1000 CPU samples (elsewhere: libc.so.6 70.0%, [kernel] 26.2%)")
+                && c.value.contains("at most"),
+            "{}",
+            c.value
+        );
     }
 }

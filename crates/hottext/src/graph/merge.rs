@@ -14,6 +14,9 @@ use foldhash::HashMap;
 
 use crate::graph::{FuncId, Graph, GraphBuilder};
 
+/// The header with the recording's sample count.
+const SAMPLES: &str = "samples";
+
 /// `new + decay × old`; `decay` is between 0 and 1.
 pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
     merge_weighted(&[(new, 1.0), (old, decay)])
@@ -21,7 +24,7 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
 
 /// `Σ weight × part`: each part's samples, call weights and call-site weights scaled by its
 /// weight (at least 0) and summed by name. The first part is the reference: its headers are
-/// kept, and every one of its functions; the others bring a function in only when it keeps
+/// kept (`samples` becomes the parts' weighted sum), and every one of its functions; the others bring a function in only when it keeps
 /// weight of its own or through a call. A function's size and aliases come from the first part
 /// that has it. Scaled samples and calls round to the nearest count; sites round down, so that
 /// a call's sites still fit in it.
@@ -32,6 +35,18 @@ pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     };
     for (k, v) in &reference.headers {
         b.header(k, v);
+    }
+    // `samples` counts the recording's samples in the binary: the merged profile's is the
+    // weighted sum, as its body's are (a part without the header counts its functions' own).
+    if reference.header(SAMPLES).is_some() {
+        let samples: f64 = parts
+            .iter()
+            .map(|&(part, weight)| {
+                let own = part.header(SAMPLES).and_then(|s| s.parse::<u64>().ok());
+                own.unwrap_or_else(|| part.total_samples()) as f64 * weight.max(0.0)
+            })
+            .sum();
+        b.header(SAMPLES, samples.round() as u64);
     }
     let mut declared: HashMap<&str, FuncId> = HashMap::default();
     for (index, &(part, weight)) in parts.iter().enumerate() {
@@ -123,6 +138,23 @@ mod tests {
              call main f 18\nsite main f 4 7\ncall main g 20\n"
         );
         assert_eq!(text(&merge_weighted(&[(&a, 1.0)])), text(&a));
+    }
+
+    #[test]
+    fn the_samples_header_is_the_weighted_sum_of_the_parts() {
+        let a = graph("# samples: 3719\nfn main 16 100\n");
+        let b = graph("# samples: 3685\nfn main 16 40\n");
+        let b_bare = graph("fn main 16 40\n");
+        assert_eq!(
+            merge_weighted(&[(&a, 1.0), (&b, 1.0)]).header(SAMPLES),
+            Some("7404")
+        );
+        // A part without the header counts its functions' samples.
+        let m = merge_weighted(&[(&a, 1.0), (&b_bare, 0.5)]);
+        assert_eq!(m.header(SAMPLES), Some("3739"));
+        // No header to correct: none is made up.
+        let m = merge_weighted(&[(&b_bare, 1.0), (&a, 1.0)]);
+        assert_eq!(m.header(SAMPLES), None);
     }
 
     #[test]

@@ -172,7 +172,7 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
         .uploads(&config.service.name, SystemTime::UNIX_EPOCH)
         .map_err(upload_error)?;
     let (mut seen, mut expired, mut parts) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut samples, mut window) = (0u64, None::<(SystemTime, SystemTime)>);
+    let (mut samples, mut seconds, mut window) = (0u64, 0.0, None::<(SystemTime, SystemTime)>);
     for entry in entries {
         let upload = match entry {
             Ok(u) if u.meta.window_end < since => {
@@ -220,6 +220,7 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
         host.merged = true;
         samples += upload.meta.samples;
         let (start, end) = (upload.meta.window_start, upload.meta.window_end);
+        seconds += end.duration_since(start).unwrap_or_default().as_secs_f64();
         window = Some(window.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
         parts.push((end, fitted, host.weight));
         seen.push(host);
@@ -237,7 +238,7 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
         resolved: 1.0,
         window_start,
         window_end,
-        seconds: 0.0,
+        seconds,
         uploads: Some(seen),
         expired,
     })

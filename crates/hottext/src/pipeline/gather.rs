@@ -27,7 +27,7 @@ pub struct Gathered {
     pub resolved: f64,
     pub window_start: SystemTime,
     pub window_end: SystemTime,
-    /// Seconds spent recording (0 for a merge of uploads).
+    /// Seconds spent recording (for a merge of uploads, the merged uploads' recordings summed).
     pub seconds: f64,
     /// From uploads: each upload, merged or refused, and why.
     pub uploads: Option<Vec<HostUpload>>,

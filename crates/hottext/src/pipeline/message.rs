@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::config::Config;
 use super::Report;
+use crate::demangle::readable;
 use crate::store::meta::Meta;
 
 /// The commit message: a summary line, then what a reviewer needs to judge the change.
@@ -20,7 +21,7 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
     let _ = writeln!(m, "object    {}", meta.object);
     let _ = writeln!(
         m,
-        "window    {} .. {} ({:.0} s)",
+        "window    {} .. {} ({:.0} s recorded)",
         r.window_start, r.window_end, r.seconds
     );
     let _ = writeln!(
@@ -72,7 +73,7 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
                     100.0 * (mv.after_fraction - mv.before_fraction),
                     100.0 * mv.before_fraction,
                     100.0 * mv.after_fraction,
-                    mv.name
+                    readable(&mv.name)
                 );
             }
         }

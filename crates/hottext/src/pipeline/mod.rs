@@ -48,6 +48,8 @@ use message::commit_message;
 
 /// Movers named in the commit message.
 const TOP_MOVERS: usize = 8;
+/// The command named in the meta files the pipeline commits.
+const PIPELINE_RUN: &str = "hottext pipeline run";
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -267,7 +269,7 @@ pub fn run(
         parent.as_deref(),
         tip.as_deref(),
         &config.repo.meta,
-        &meta.to_text(),
+        &meta.to_text(PIPELINE_RUN),
         &message,
     )?;
     report.message = Some(message);

@@ -21,6 +21,7 @@ use super::mmap_record::executable_mapping;
 use super::perf_file::PerfData;
 use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
 use super::sample::{RegNumbers, Sample, SampleLayout};
+use super::shares::PlaceCounter;
 use super::unwind::{CfiUnwinder, Step};
 use super::{Options, OtherBuild, ProfileError, SampleKind, Stats};
 use crate::binary::{hex, Binary, RuntimeAddr};
@@ -50,6 +51,7 @@ pub(super) fn build(
             _ => None,
         },
         mappings: BinaryMappings::default(),
+        places: PlaceCounter::default(),
         tally: Tally::default(),
         stats: Stats {
             sample_kind: kind,
@@ -84,6 +86,8 @@ struct Reader<'b> {
     /// For [`SampleKind::Dwarf`] samples, on the architectures we unwind.
     unwinder: Option<CfiUnwinder>,
     mappings: BinaryMappings,
+    /// Every file's mappings, for where the processes' samples fell.
+    places: PlaceCounter,
     tally: Tally,
     stats: Stats,
     matched_by: BTreeSet<MatchedBy>,
@@ -110,8 +114,14 @@ impl Reader<'_> {
             }
             RecordType::MMAP | RecordType::MMAP2 => self.mmap(record),
             RecordType::FORK | RecordType::COMM | RecordType::LOST => match record.parse() {
-                Ok(EventRecord::Fork(f)) if f.pid != f.ppid => self.mappings.fork(f.ppid, f.pid),
-                Ok(EventRecord::Comm(c)) if c.is_execve => self.mappings.exec(c.pid),
+                Ok(EventRecord::Fork(f)) if f.pid != f.ppid => {
+                    self.mappings.fork(f.ppid, f.pid);
+                    self.places.fork(f.ppid, f.pid);
+                }
+                Ok(EventRecord::Comm(c)) if c.is_execve => {
+                    self.mappings.exec(c.pid);
+                    self.places.exec(c.pid);
+                }
                 Ok(EventRecord::Lost(l)) => self.stats.lost_samples += l.count,
                 Ok(_) => {}
                 Err(_) => self.stats.unreadable_records += 1,
@@ -149,11 +159,15 @@ impl Reader<'_> {
             self.branch_records(pid, &layout, &sample);
         }
         let [innermost, return_address] = sample.top_user_frames();
-        let Some(innermost) = innermost else {
+        let located = innermost.and_then(|addr| self.locate(pid, addr));
+        if self.mappings.runs_binary(pid) {
+            (self.places).count(pid, sample.user_mode, innermost, located.is_some());
+        }
+        if innermost.is_none() {
             self.stats.samples_kernel_only += 1;
             return;
-        };
-        let Some(ip) = self.locate(pid, innermost) else {
+        }
+        let Some(ip) = located else {
             return; // not in the binary
         };
         self.stats.samples_in_binary += 1;
@@ -274,6 +288,7 @@ impl Reader<'_> {
             }
         }
         self.mappings.map(m.pid, m.start, m.len, m.pgoff, is_binary);
+        self.places.map(m.pid, m.start, m.len, path);
     }
 
     fn note_other_build(&mut self, path: &[u8], build_id: &[u8]) {
@@ -288,6 +303,7 @@ impl Reader<'_> {
         self.stats.unused_events = self.events.unused(&self.samples_by_event);
         self.stats.matched_by = self.matched_by.iter().copied().collect();
         self.stats.other_builds = self.other_builds.iter().cloned().collect();
+        self.stats.cpu = std::mem::take(&mut self.places).finish();
         if self.last_time >= self.first_time {
             self.stats.seconds = (self.last_time - self.first_time) as f64 / 1e9;
         }

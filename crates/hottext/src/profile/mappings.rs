@@ -56,6 +56,11 @@ impl BinaryMappings {
         self.by_pid.remove(&pid);
     }
 
+    /// Whether process `pid` has the binary mapped now.
+    pub fn runs_binary(&self, pid: Pid) -> bool {
+        self.by_pid.get(&pid).is_some_and(|maps| !maps.is_empty())
+    }
+
     /// The offset in the binary's file of `addr` in process `pid`, if the binary is mapped there.
     pub fn file_offset(&self, pid: Pid, addr: RuntimeAddr) -> Option<FileOffset> {
         let m = self

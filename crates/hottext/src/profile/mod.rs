@@ -57,6 +57,7 @@ pub mod record;
 mod record_guard;
 mod resolve;
 mod sample;
+pub mod shares;
 mod tally;
 mod unwind;
 
@@ -71,6 +72,7 @@ use crate::os::proc::Pid;
 
 pub use events::{events, Carries, Event, UnusedEvent};
 pub use mappings::MatchedBy;
+pub use shares::CpuShares;
 
 /// Samples without an edge (a frameless function entered through a pointer, a tail call the code
 /// cannot follow) beyond this share of the binary's samples deserve a warning.
@@ -88,6 +90,11 @@ pub mod header {
     pub const TAIL_CALL_UNDECIDED: &str = "tail-call-undecided";
     /// Present when the edges were inferred from the code (a recording without stacks).
     pub const EDGES: &str = "edges";
+    /// Samples of the processes that ran the binary (`CpuShares::process_samples`).
+    pub const PROCESS_SAMPLES: &str = "process-samples";
+    /// One line per place those samples fell in, the most first: `<samples> <place>`, the
+    /// binary's own code as `[binary]` (see `shares`).
+    pub const CPU_SAMPLES: &str = "cpu-samples";
 }
 
 /// Choices for [`read`].
@@ -221,6 +228,8 @@ pub struct Stats {
     pub other_builds: Vec<OtherBuild>,
     /// Time from the first to the last sample, in seconds.
     pub seconds: f64,
+    /// Where the samples of the binary's processes fell: its own code, the kernel, libraries.
+    pub cpu: CpuShares,
 }
 
 impl Stats {

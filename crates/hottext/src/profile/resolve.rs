@@ -267,5 +267,7 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     }
     b.header("samples", stats.samples_in_binary);
     b.header("event", &stats.event);
-    b.finish()
+    let mut graph = b.finish();
+    stats.cpu.write_headers(&mut graph);
+    graph
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::binary::fingerprint::Fingerprints;
 use crate::binary::{Binary, StatedAddr, HUGE_PAGE};
+use crate::demangle::readable_short;
 use crate::graph::Graph;
 use crate::layout::metrics::{samples_by_block, Placement};
 use crate::pipeline::rematch::rematch;
@@ -14,6 +15,8 @@ pub const PAGE: u64 = 4096;
 /// Pages whose functions are named (the hottest first): enough to hover over everything that
 /// matters, few enough that a million-function profile stays a small file.
 const NAMED_PAGES: usize = 4096;
+/// Characters of a function's name under the pointer (demangled, shortened).
+const NAME_WIDTH: usize = 100;
 /// Functions named per page, hottest first.
 const NAMES_PER_PAGE: usize = 3;
 
@@ -165,7 +168,12 @@ fn names(
             let top = list
                 .into_iter()
                 .take(NAMES_PER_PAGE)
-                .map(|(mass, i)| (graph.funcs()[i].name.clone(), (mass / total).min(1.0)))
+                .map(|(mass, i)| {
+                    (
+                        readable_short(&graph.funcs()[i].name, NAME_WIDTH),
+                        (mass / total).min(1.0),
+                    )
+                })
                 .collect();
             (p, top)
         })

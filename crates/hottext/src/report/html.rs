@@ -37,7 +37,7 @@ td:first-child,th:first-child{text-align:left}.maps{display:flex;gap:24px;flex-w
 const SCRIPT: &str = r#"
 const data = JSON.parse(document.getElementById('heat-data').textContent);
 const tip = document.getElementById('tip');
-const W = 512, CW = 2, CH = 4, X0 = 8;
+const W = 512, CW = 2, CH = 4, X0 = 8, MIN_HEIGHT = 64, MAX_CELL = 24;
 function colour(v, max) {
   if (v === 0) return [236, 236, 240];
   const t = Math.log1p(v) / Math.log1p(max);
@@ -48,7 +48,12 @@ function colour(v, max) {
 data.forEach((map, m) => {
   const canvas = document.getElementById('heat-' + m);
   const rows = Math.max(1, Math.ceil(map.pages.length / W));
-  canvas.width = W * CW + X0; canvas.height = rows * CH;
+  // Small text would be a strip a few pixels high: its one row gets wider cells (fitting the
+  // pages it has into the usual width) and every map at least MIN_HEIGHT pixels.
+  const cols = rows === 1 ? Math.max(1, map.pages.length) : W;
+  const cw = Math.min(MAX_CELL, Math.max(CW, Math.floor(W * CW / cols)));
+  const ch = Math.max(CH, Math.ceil(MIN_HEIGHT / rows));
+  canvas.width = cols * cw + X0; canvas.height = rows * ch;
   const ctx = canvas.getContext('2d');
   const img = ctx.createImageData(canvas.width, canvas.height);
   const max = Math.max(1, map.pages.reduce((a, b) => Math.max(a, b), 0));
@@ -56,8 +61,8 @@ data.forEach((map, m) => {
   map.pages.forEach((v, p) => {
     if (v > 0) hot++;
     const [r, g, b] = colour(v, max);
-    const x0 = X0 + (p % W) * CW, y0 = Math.floor(p / W) * CH;
-    for (let y = y0; y < y0 + CH - 1; y++) for (let x = x0; x < x0 + CW; x++) {
+    const x0 = X0 + (p % cols) * cw, y0 = Math.floor(p / cols) * ch;
+    for (let y = y0; y < y0 + ch - 1; y++) for (let x = x0; x < x0 + cw - (cw > 4 ? 1 : 0); x++) {
       const o = (y * canvas.width + x) * 4;
       img.data[o] = r; img.data[o + 1] = g; img.data[o + 2] = b; img.data[o + 3] = 255;
     }
@@ -65,20 +70,21 @@ data.forEach((map, m) => {
   ctx.putImageData(img, 0, 0);
   // Left margin: a green bar for a row on a huge page, a red one for the hot range's rows.
   ctx.fillStyle = '#0a7d28';
-  map.huge_rows.forEach(r => ctx.fillRect(0, r * CH, 3, CH - 1));
+  map.huge_rows.forEach(r => ctx.fillRect(0, r * ch, 3, ch - 1));
   if (map.hot_range && map.hot_range[1] > map.hot_range[0]) {
     const [s, e] = map.hot_range;
     ctx.fillStyle = '#d00';
-    for (let r = Math.floor(s / W); r <= Math.floor((e - 1) / W); r++) ctx.fillRect(4, r * CH, 3, CH - 1);
+    for (let r = Math.floor(s / W); r <= Math.floor((e - 1) / W); r++) ctx.fillRect(4, r * ch, 3, ch - 1);
   }
   canvas.dataset.cells = map.pages.length;
   canvas.dataset.hotCells = hot;
+  canvas.dataset.cellWidth = cw; canvas.dataset.cellHeight = ch;
   const names = new Map(map.names);
   canvas.addEventListener('mousemove', ev => {
     const box = canvas.getBoundingClientRect();
-    const col = Math.floor((ev.clientX - box.left - X0) / CW), row = Math.floor((ev.clientY - box.top) / CH);
-    const p = row * W + col;
-    if (col < 0 || col >= W || p >= map.pages.length) { tip.style.display = 'none'; return; }
+    const col = Math.floor((ev.clientX - box.left - X0) / cw), row = Math.floor((ev.clientY - box.top) / ch);
+    const p = row * cols + col;
+    if (col < 0 || col >= cols || p >= map.pages.length) { tip.style.display = 'none'; return; }
     const addr = '0x' + (map.base + p * 4096).toString(16);
     let text = addr + '  page ' + p + '  2 MiB row ' + row + '\n' + map.pages[p] + ' samples';
     (names.get(p) || []).forEach(([n, s]) => { text += '\n' + (100 * s).toFixed(0) + '%  ' + n; });
@@ -127,7 +133,7 @@ fn heat_maps(h: &mut String, r: &Report) {
     }
     h.push_str(
         "<h2>Heat map of the text</h2><p class=\"note\">Each cell is a 4 KiB page, each row a 2 MiB \
-         page (512 cells), coloured by the profile's samples (log scale from dark blue to yellow; grey: \
+         page (512 cells; text within one 2 MiB page is one row of wider cells), coloured by the profile's samples (log scale from dark blue to yellow; grey: \
          none). Left margin: red, the rows of the hot range; green, a 2 MiB page a running process \
          had on a huge page. Point at a \
          page for its address and hottest functions.</p><div class=\"maps\">",
@@ -175,9 +181,39 @@ fn figures(h: &mut String, r: &Report) {
     }
 }
 
-/// The forest plot: B/A per figure on a log axis, with its interval, the verdict beside it.
+/// The A/B results: a forest plot of B/A for the figures that score the layout (each with its
+/// direction, the point coloured by B's verdict), then a table of every figure, with why a
+/// figure is not plotted.
 fn forest(h: &mut String, rows: &[ForestRow]) {
     if rows.is_empty() {
+        return;
+    }
+    h.push_str("<h2>A/B results</h2>");
+    let plotted: Vec<&ForestRow> = rows.iter().filter(|r| r.left_out.is_none()).collect();
+    forest_plot(h, &plotted);
+    forest_table(h, rows);
+}
+
+/// The colour class of a verdict: B better, B worse, or neither.
+fn verdict_class(verdict: &str) -> &'static str {
+    match verdict {
+        v if v.starts_with("b-better") => "better",
+        v if v.starts_with("b-worse") => "worse",
+        _ => "same",
+    }
+}
+
+fn direction(better: &str) -> &'static str {
+    match better {
+        "higher" => "higher is better",
+        "lower" => "lower is better",
+        _ => "neither better nor worse",
+    }
+}
+
+fn forest_plot(h: &mut String, rows: &[&ForestRow]) {
+    if rows.is_empty() {
+        h.push_str("<p class=\"note\">No figure to plot (see the table).</p>");
         return;
     }
     let (lo, hi) = rows
@@ -187,14 +223,15 @@ fn forest(h: &mut String, rows: &[ForestRow]) {
             (lo.min(low), hi.max(high))
         });
     let (lo, hi) = ((lo.max(1e-3) / 1.05).ln(), (hi.min(1e3) * 1.05).ln());
-    let (left, width, row_h) = (330.0, 360.0, 22.0);
+    let (left, width, row_h) = (400.0, 360.0, 22.0);
     let x = |v: f64| left + (v.clamp(1e-3, 1e3).ln() - lo) / (hi - lo) * width;
     let height = row_h * rows.len() as f64 + 30.0;
     let _ = write!(
         h,
-        "<h2>A/B results</h2><p class=\"note\">B/A per figure: the median of per-round ratios with its \
-         95% interval (simulated figures: the spread over hot-range offsets); log axis, the line at 1 is \
-         no change.</p><svg class=\"forest\" width=\"{w}\" height=\"{height}\" \
+        "<p class=\"note\">B/A per figure: the median of per-round ratios with its 95% interval \
+         (simulated figures: the spread over hot-range offsets); log axis, the line at 1 is no change. \
+         Each figure says which way is better; the point is green where B is better, red where it \
+         is worse.</p><svg class=\"forest\" width=\"{w}\" height=\"{height}\" \
          xmlns=\"http://www.w3.org/2000/svg\" font-size=\"12\">\
          <line x1=\"{one}\" x2=\"{one}\" y1=\"0\" y2=\"{axis}\" stroke=\"#999\" stroke-dasharray=\"3 3\"/>\
          <text x=\"{one}\" y=\"{label_y}\" text-anchor=\"middle\">1</text>",
@@ -205,24 +242,22 @@ fn forest(h: &mut String, rows: &[ForestRow]) {
     );
     for (i, r) in rows.iter().enumerate() {
         let y = row_h * i as f64 + 14.0;
-        let class = match r.verdict.as_str() {
-            v if v.starts_with("b-better") => "better",
-            v if v.starts_with("b-worse") => "worse",
-            _ => "same",
-        };
+        let class = verdict_class(&r.verdict);
         let _ = write!(
             h,
-            "<g class=\"forest-row\"><text x=\"0\" y=\"{}\">{}: {}</text>",
+            "<g class=\"forest-row\" data-better=\"{}\"><text x=\"0\" y=\"{}\">{}: {} ({})</text>",
+            esc(&r.better),
             y + 4.0,
             esc(&r.source),
-            esc(&r.label)
+            esc(&r.label),
+            direction(&r.better)
         );
         let figures = match r.ratio {
             Some((median, low, high)) => {
                 let _ = write!(
                     h,
                     "<line x1=\"{}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#333\"/>\
-                     <circle cx=\"{}\" cy=\"{y}\" r=\"4\" fill=\"#333\"/>",
+                     <circle cx=\"{}\" cy=\"{y}\" r=\"4\" class=\"{class}\" fill=\"currentColor\"/>",
                     x(low),
                     x(high),
                     x(median)
@@ -233,13 +268,45 @@ fn forest(h: &mut String, rows: &[ForestRow]) {
         };
         let _ = write!(
             h,
-            "<text x=\"{}\" y=\"{}\" class=\"{class}\">{figures} {}</text></g>",
+            "<text x=\"{}\" y=\"{}\" class=\"{class}\" fill=\"currentColor\">{figures} {}</text></g>",
             left + width + 10.0,
             y + 4.0,
             esc(&r.verdict.replace('-', " "))
         );
     }
     h.push_str("</svg>");
+}
+
+/// Every figure of the comparisons, plotted or not: what `ab`'s own table shows.
+fn forest_table(h: &mut String, rows: &[ForestRow]) {
+    let value = |v: Option<f64>, unit: &str| match v {
+        Some(v) => format!("{v:.4} {unit}"),
+        None => "-".into(),
+    };
+    h.push_str(
+        "<table class=\"ab\"><tr><th>comparison</th><th>figure</th><th>better</th><th>A</th>\
+         <th>B</th><th>B/A [interval]</th><th>verdict</th><th>plot</th></tr>",
+    );
+    for r in rows {
+        let ratio = match r.ratio {
+            Some((m, lo, hi)) => format!("{m:.3} [{lo:.3}, {hi:.3}]"),
+            None => "-".into(),
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{ratio}</td>\
+             <td class=\"{}\">{}</td><td>{}</td></tr>",
+            esc(&r.source),
+            esc(&r.label),
+            esc(&r.better),
+            esc(&value(r.a, &r.unit)),
+            esc(&value(r.b, &r.unit)),
+            verdict_class(&r.verdict),
+            esc(&r.verdict.replace('-', " ")),
+            esc(r.left_out.as_deref().unwrap_or("plotted"))
+        );
+    }
+    h.push_str("</table>");
 }
 
 fn huge_pages(h: &mut String, r: &Report) {

@@ -39,6 +39,15 @@ pub struct ForestRow {
     /// B/A and its interval; `None` when there is no ratio (A was 0, or nothing counted).
     pub ratio: Option<(f64, f64, f64)>,
     pub verdict: String,
+    /// Which way is an improvement: `lower` or `higher` (`neither` for a figure that
+    /// describes the run rather than scores it).
+    pub better: String,
+    pub unit: String,
+    /// A's and B's medians.
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    /// Why the figure is in the table but not in the plot; `None` when it is plotted.
+    pub left_out: Option<String>,
 }
 
 /// One pipeline commit of the meta file.

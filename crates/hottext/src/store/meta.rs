@@ -103,12 +103,14 @@ impl Meta {
         fields.finish(path)
     }
 
-    pub fn to_text(&self) -> String {
+    /// The file's text; `written_by` is the command that writes it (`hottext store put`),
+    /// named in a comment for the person who finds the file in a repository.
+    pub fn to_text(&self, written_by: &str) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "{MAGIC}");
         let _ = writeln!(
             s,
-            "# Written by `hottext pipeline run`; the build runs `hottext fetch --meta <this file>`."
+            "# Written by `{written_by}`; the build runs `hottext fetch --meta <this file>`."
         );
         let _ = writeln!(s, "object: {}", self.object);
         let _ = writeln!(s, "store: {}", self.store);
@@ -126,8 +128,8 @@ impl Meta {
 
     /// Replaces `path` with this meta file atomically: readers see the old file or the new
     /// one, never a part, even if the machine stops half-way.
-    pub fn write_atomic(&self, path: &Path) -> io::Result<()> {
-        crate::os::files::write_atomic(path, self.to_text().as_bytes())
+    pub fn write_atomic(&self, path: &Path, written_by: &str) -> io::Result<()> {
+        crate::os::files::write_atomic(path, self.to_text(written_by).as_bytes())
     }
 }
 
@@ -238,7 +240,7 @@ mod tests {
     #[test]
     fn round_trips_through_text() {
         let meta = sample();
-        let text = meta.to_text();
+        let text = meta.to_text("hottext store put");
         assert!(
             text.contains("window-start: 2025-03-03T11:06:40Z\n"),
             "{text}"
@@ -248,7 +250,9 @@ mod tests {
 
     #[test]
     fn malformed_value_names_the_line() {
-        let text = sample().to_text().replace("samples: 1234", "samples: many");
+        let text = sample()
+            .to_text("hottext store put")
+            .replace("samples: 1234", "samples: many");
         let err = Meta::parse(&text, Path::new("svc.meta")).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -259,7 +263,7 @@ mod tests {
     #[test]
     fn bad_hash_missing_key_and_wrong_file_are_errors() {
         let short = sample()
-            .to_text()
+            .to_text("hottext store put")
             .replace(&ObjectHash::of(b"profile").hex()[..8], "");
         let err = Meta::parse(&short, Path::new("m")).unwrap_err().to_string();
         assert!(
@@ -268,7 +272,7 @@ mod tests {
         );
 
         let no_store: String = sample()
-            .to_text()
+            .to_text("hottext store put")
             .lines()
             .filter(|l| !l.starts_with("store:"))
             .map(|l| format!("{l}\n"))
@@ -288,7 +292,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("svc.meta");
         std::fs::write(&path, "old").unwrap();
-        sample().write_atomic(&path).unwrap();
+        sample().write_atomic(&path, "hottext store put").unwrap();
         assert_eq!(Meta::read(&path).unwrap(), sample());
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);

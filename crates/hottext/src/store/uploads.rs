@@ -71,7 +71,7 @@ impl Upload {
     pub fn to_text(&self) -> String {
         format!(
             "{}host: {}\nservice: {}\n",
-            self.meta.to_text(),
+            self.meta.to_text("hottext pipeline run --upload-only"),
             self.host,
             self.service
         )

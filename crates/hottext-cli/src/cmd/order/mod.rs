@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
+use hottext::demangle::readable;
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto;
 use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
@@ -337,17 +338,18 @@ fn fit_to_binary(
         .with_context(|| format!("cannot read the code of {}", binary.path.display()))?;
     let (graph, matched) = rematch(&profile, binary, &prints);
     if !matched.unmatched.is_empty() {
+        let unmatched: Vec<_> = matched.unmatched.iter().map(|n| readable(n)).collect();
         output::warn(format!(
             "{} of the profile's sampled functions are not in the binary and are left out: {}",
             matched.unmatched.len(),
-            output::some_of(&matched.unmatched, 8)
+            output::some_of(&unmatched, 8)
         ));
     }
     if !matched.renamed.is_empty() {
         let renamed: Vec<String> = matched
             .renamed
             .iter()
-            .map(|(old, new)| format!("{old} -> {new}"))
+            .map(|(old, new)| format!("{} -> {}", readable(old), readable(new)))
             .collect();
         eprintln!(
             "hottext: {} functions found by their code under a new name: {}",

@@ -20,6 +20,7 @@ use super::pid_arg;
 use crate::output;
 
 mod events;
+mod top;
 
 /// Files smaller than this read in well under a second: no progress bar.
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
@@ -37,8 +38,13 @@ const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 /// branch records win over stacks. `--events` lists the file's events and what their samples
 /// carry, without a binary.
 ///
+/// The report also says where the CPU of the binary's processes went: the binary itself (the
+/// most a layout of it can speed up), the kernel, each library; --top N lists the hottest
+/// functions. The shares go into the profile's header (`process-samples`, `cpu-samples`).
+///
 /// Example:
 ///   hottext profile perf.data --binary ./server -o server.profile
+///   hottext profile perf.data --binary ./server -o server.profile --top 20
 ///   hottext profile perf.data --events
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -67,6 +73,10 @@ pub struct Args {
     /// their own samples.
     #[arg(long)]
     drop_ambiguous_callers: bool,
+    /// Also list the N functions with the most samples of their own, demangled, as shares of
+    /// the binary's samples and of its processes' (as `perf report --no-children` does).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
     /// Print the figures as JSON on stdout (needs -o for the profile itself).
     #[arg(long)]
     pub json: bool,
@@ -82,6 +92,9 @@ struct Summary<'a> {
     edges: usize,
     /// Share (0 to 1) of the binary's samples at an address no function symbol covers.
     unresolved_fraction: f64,
+    /// With --top N: the hottest functions (mangled names, as in the profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top: Option<Vec<top::TopFunction>>,
     #[serde(flatten)]
     stats: &'a Stats,
 }
@@ -141,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         functions: graph.funcs().len(),
         edges: graph.calls().len(),
         unresolved_fraction: stats.unresolved_fraction(),
+        top: args.top.map(|n| top::top(&graph, &stats.cpu, n)),
         stats: &stats,
     };
     warn_about(&stats, &graph, binary_path);
@@ -383,5 +397,9 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
         "  unreadable        {} records of {}",
         st.unreadable_records, st.records
     )?;
+    top::print_shares(&mut err, &st.cpu, &bin)?;
+    if let Some(rows) = &s.top {
+        top::print_top(&mut err, rows, &bin)?;
+    }
     Ok(())
 }

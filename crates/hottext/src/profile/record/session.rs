@@ -1,6 +1,8 @@
 //! A running `perf record`: started from a [`Plan`], watched, stopped, and what it cost.
 
 use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,10 +70,36 @@ impl Session {
             _ => None,
         };
         let mut perf = Command::new("perf");
-        perf.args(plan.perf_args())
+        perf.args(with_own_stderr(plan))
             .stdin(stdin_for_group())
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped());
+        // The recorded command's stderr: ours, handed to perf as fd 3 (see `with_own_stderr`).
+        // Without close-on-exec there, perf and its workload inherit it.
+        let mut _own_stderr = None;
+        if matches!(plan.target, Target::Command(_)) {
+            let copy = io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(RecordError::Spawn)?;
+            let fd = copy.as_raw_fd();
+            _own_stderr = Some(copy);
+            // SAFETY: dup2 is async-signal-safe; `_own_stderr` keeps `fd` open past the spawn.
+            unsafe {
+                perf.pre_exec(move || {
+                    // The copy may be fd 3 already, where dup2 would keep its close-on-exec.
+                    let done = if fd == COMMAND_STDERR {
+                        libc::fcntl(fd, libc::F_SETFD, 0)
+                    } else {
+                        libc::dup2(fd, COMMAND_STDERR)
+                    };
+                    if done < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         // Should hottext die, perf gets SIGTERM, on which it too writes its file and exits.
         let spawned = Group::spawn(&mut perf);
         let mut group = match spawned {
@@ -203,6 +231,25 @@ impl Session {
             restore_error,
         })
     }
+}
+
+/// The fd that carries hottext's stderr to the recorded command, past perf's piped stderr.
+const COMMAND_STDERR: libc::c_int = 3;
+
+/// perf's arguments, with a recorded command wrapped so that its stderr is hottext's own
+/// rather than perf's pipe: only perf's lines are perf's messages (`hottext: perf: ...`); what
+/// the program prints passes through untouched. The shell execs the command, which keeps the
+/// process perf started (and its pid).
+fn with_own_stderr(plan: &Plan) -> Vec<std::ffi::OsString> {
+    let mut args = plan.perf_args();
+    if matches!(plan.target, Target::Command(_)) {
+        if let Some(at) = args.iter().position(|a| a == "--") {
+            let wrapper = format!("exec 2>&{COMMAND_STDERR} {COMMAND_STDERR}>&-; exec \"$@\"");
+            let shell = ["/bin/sh".into(), "-c".into(), wrapper.into(), "sh".into()];
+            args.splice(at + 1..at + 1, shell);
+        }
+    }
+    args
 }
 
 impl Drop for Session {
