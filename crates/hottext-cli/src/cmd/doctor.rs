@@ -212,6 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         checks.extend(process::checks(
             pid,
             interval.max(Duration::from_millis(100)),
+            binary.as_ref().map(|b| b.links_runtime),
         ));
     }
     let failed = checks.iter().any(|c| c.status == Status::Fail);

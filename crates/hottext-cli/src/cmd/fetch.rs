@@ -13,7 +13,7 @@ use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
 
-use super::{write_markers, FormatArg};
+use super::{write_markers, FormatArg, PaddingArg};
 use crate::output;
 
 /// Fetch the profile a meta file names, check it, order it for BIN, write the linker input
@@ -62,6 +62,10 @@ pub struct Args {
     /// Refuse a profile of which less than this fraction (0 to 1) of the weight matches BIN.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     min_matched: f64,
+    /// End the hot range on a 2 MiB boundary so that its last page is whole for the runtime
+    /// (as `hottext order --pad-hot-range`): `auto` pads when BIN's text would not fill it.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = PaddingArg::Auto)]
+    pad_hot_range: PaddingArg,
     /// C3 (one of the algorithms `auto` tries): stop growing a cluster past this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
@@ -87,6 +91,8 @@ struct Summary<'a> {
     fetched: Option<hottext::pipeline::fetch::FetchSummary<'a>>,
     /// The hot functions the linker input lists and their bytes (`link::HotText`).
     hot: HotText,
+    /// Whether the hot range is padded to whole 2 MiB pages (`link::PaddingPlan`).
+    padding: Option<link::PaddingPlan>,
     output: &'a PathBuf,
 }
 
@@ -150,6 +156,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             origin: &origin,
             unsafe_names: UnsafeNames::LeaveOut,
             binary: Some(&binary),
+            padding: args.pad_hot_range.into(),
+            text_bytes: Some(binary.code_bytes()),
         },
     )?;
     let hot = written
@@ -171,6 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.markers.as_deref(),
         Some(&binary),
         written.needs_markers,
+        written.padding.is_some_and(|p| p.padded),
     )?;
 
     let summary = Summary {
@@ -178,6 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         problem,
         fetched: fetched.as_ref().map(|f| f.summary()),
         hot,
+        padding: written.padding,
         output: &args.output,
     };
     if args.json {
@@ -206,6 +216,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             summary.hot.functions,
             output::bytes(summary.hot.bytes)
         );
+        if let Some(p) = summary.padding.filter(|p| p.padded) {
+            println!(
+                "padded the hot range to {} whole 2 MiB pages ({} of file size) so the runtime can map them",
+                p.huge_pages_padded,
+                output::bytes(p.bytes)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

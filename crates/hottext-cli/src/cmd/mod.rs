@@ -19,7 +19,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use hottext::binary::Binary;
-use hottext::link::{host_architecture, markers_object, Format, MARKERS_ADVICE};
+use hottext::link::{host_architecture, markers_object, Format, Padding, MARKERS_ADVICE};
 use hottext::os::files::write_atomic;
 
 use crate::output;
@@ -57,18 +57,41 @@ impl FormatArg {
     }
 }
 
+/// `--pad-hot-range` of `order` and `fetch` (`hottext::link::padding`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PaddingArg {
+    /// Pad when the binary's text would not fill the range's last 2 MiB page (always without
+    /// --binary): then the runtime would lose that page
+    Auto,
+    /// Always end the range on a 2 MiB boundary
+    Always,
+    /// Never pad: a range followed by too little text loses its last huge page
+    Never,
+}
+
+impl From<PaddingArg> for Padding {
+    fn from(arg: PaddingArg) -> Padding {
+        match arg {
+            PaddingArg::Auto => Padding::Auto,
+            PaddingArg::Always => Padding::Always,
+            PaddingArg::Never => Padding::Never,
+        }
+    }
+}
+
 /// `--pid`: a process id, which is positive.
 pub fn pid_arg() -> clap::builder::RangedI64ValueParser<hottext::os::proc::Pid> {
     clap::value_parser!(hottext::os::proc::Pid).range(1..)
 }
 
 /// `--markers FILE` of `order` and `fetch`: writes the markers object for `binary`'s architecture
-/// (this machine's without one), or, when the linker input `needs` it and none was asked for,
-/// says so.
+/// (this machine's without one), padding the range to whole 2 MiB pages when `pad`, or, when
+/// the linker input `needs` it and none was asked for, says so.
 pub fn write_markers(
     path: Option<&Path>,
     binary: Option<&Binary>,
     needs: bool,
+    pad: bool,
 ) -> anyhow::Result<()> {
     let Some(path) = path else {
         if needs {
@@ -77,6 +100,6 @@ pub fn write_markers(
         return Ok(());
     };
     let arch = binary.map_or_else(host_architecture, |b| b.architecture);
-    let bytes = markers_object(arch).context("cannot build the markers object")?;
+    let bytes = markers_object(arch, pad).context("cannot build the markers object")?;
     write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use hottext::binary::Binary;
-use hottext::link::read_plan;
+use hottext::link::{read_plan, read_ranges};
 use hottext::os::proc::Pid;
 use hottext::verify::{check_binary, check_process};
 
@@ -15,7 +15,10 @@ use crate::output;
 /// Check that a binary holds a 2 MiB-aligned hot range, or that a process has it on huge pages
 ///
 /// With --binary, checks for the range between __hot_start and __hot_end: exit status 1 when
-/// the markers are missing, the range is empty or misaligned, or no function lies inside it.
+/// the markers are missing, the range is empty or misaligned, no function lies inside it, or
+/// the runtime would refuse it because no whole 2 MiB page of it lies in the text (too little
+/// text follows a small range: `hottext order` pads it by default). A range of which only some
+/// pages can be mapped is a warning.
 /// With --planned, also compares the range with the linker input `order` or `fetch` wrote (ld
 /// script, gold or lld order file, or list; told by its contents): exit status 1 when a planned
 /// function is not in the range (an ld script pattern that matched no object, a link that did
@@ -25,11 +28,14 @@ use crate::output;
 /// 2 MiB page-cache folio, hugetlb, or 4 KiB pages): exit status 1 when any page of the range
 /// is not on a huge page (the runtime's cap, HOTTEXT_MAX_PAGES or the CPU's 2 MiB iTLB
 /// entries, may leave the coldest pages small on purpose); the report names those pages.
+/// With --pid and --ranges, the pages checked are those of a ranges file (`hottext order
+/// --format ranges`) instead of the markers: for a program run under the preload library.
 ///
 /// Examples:
 ///   hottext verify --binary ./server
 ///   hottext verify --binary ./server --planned hot.ld
 ///   hottext verify --pid $(pidof server) --json
+///   hottext verify --pid $(pidof server) --ranges server.ranges
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -48,6 +54,10 @@ pub struct Args {
     /// A running process whose hot range should be on huge pages.
     #[arg(long, value_name = "PID", value_parser = pid_arg())]
     pid: Option<Pid>,
+    /// With --pid: check the ranges of this file (HOTTEXT_RANGES_FILE of the preload library)
+    /// instead of the range between the markers.
+    #[arg(long, value_name = "FILE", requires = "pid")]
+    ranges: Option<PathBuf>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -56,7 +66,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (&args.binary, args.pid) {
         (Some(path), _) => verify_binary(path, args.planned.as_deref(), args.json),
-        (None, Some(pid)) => verify_process(pid, args.json),
+        (None, Some(pid)) => verify_process(pid, args.ranges.as_deref(), args.json),
         (None, None) => anyhow::bail!("give --binary BIN or --pid PID"),
     }
 }
@@ -101,7 +111,18 @@ fn verify_binary(path: &Path, planned: Option<&Path>, json: bool) -> anyhow::Res
             report.hot.functions,
             output::bytes(report.hot.bytes)
         );
-        println!("2 MiB pages {}", report.huge_pages);
+        println!(
+            "2 MiB pages {} ({} the runtime can map; {} of padding after the last function)",
+            report.huge_pages,
+            report.mappable_huge_pages,
+            output::bytes(report.end_padding)
+        );
+        let runtime = if binary.links_runtime {
+            "linked (hottext_hugify_self is in the binary)"
+        } else {
+            "not linked: link -lhottext_auto, or start it with LD_PRELOAD=libhottext_preload.so"
+        };
+        println!("runtime     {runtime}");
         if let Some(plan) = &report.plan {
             println!(
                 "planned     {} of {} planned functions in the range, {} not planned",
@@ -117,8 +138,15 @@ fn verify_binary(path: &Path, planned: Option<&Path>, json: bool) -> anyhow::Res
     verdict(report.passed(), json, &report.problems)
 }
 
-fn verify_process(pid: Pid, json: bool) -> anyhow::Result<ExitCode> {
-    let report = check_process(pid).context("cannot verify")?;
+fn verify_process(pid: Pid, ranges: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let ranges = ranges
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the ranges file {}", path.display()))?;
+            read_ranges(&text).with_context(|| format!("{} is no ranges file", path.display()))
+        })
+        .transpose()?;
+    let report = check_process(pid, ranges.as_ref()).context("cannot verify")?;
     if json {
         output::json(&report)?;
     } else {

@@ -26,6 +26,9 @@ pub const HOT_START: &str = "__hot_start";
 pub const HOT_END: &str = "__hot_end";
 /// Huge page size on x86-64 and the alignment of `__hot_start`.
 pub const HUGE_PAGE: u64 = 2 << 20;
+/// The runtime's function that maps the hot range: a binary that has it is linked with the
+/// runtime (statically it is a hidden symbol of `.symtab`, dynamically an import).
+pub const RUNTIME_ENTRY: &str = "hottext_hugify_self";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
@@ -64,6 +67,9 @@ pub struct Binary {
     /// Sorted by start address, non-overlapping starts.
     pub functions: Vec<Function>,
     pub exec_segments: Vec<ExecSegment>,
+    /// Linked with hottext's runtime: defines or imports [`RUNTIME_ENTRY`] (`-lhottext_auto`,
+    /// `-lhottext`, or the shared library).
+    pub links_runtime: bool,
     /// Every defined symbol's address by name (plain names), for markers and look-ups.
     symbols: NameMap<StatedAddr>,
     /// The file as read, so that code fingerprints do not read it again.
@@ -181,6 +187,10 @@ impl Binary {
         if at.is_empty() {
             return Err(BinaryError::NoSymbols { path: path.into() });
         }
+        let links_runtime = symbols.contains_key(RUNTIME_ENTRY)
+            || file
+                .dynamic_symbols()
+                .any(|s| s.name() == Ok(RUNTIME_ENTRY));
         Ok(Binary {
             path: path.into(),
             build_id,
@@ -189,6 +199,7 @@ impl Binary {
             entry: StatedAddr(file.entry()),
             functions: name_functions(at),
             exec_segments,
+            links_runtime,
             symbols,
             data: FileBytes(data),
         })
@@ -245,6 +256,11 @@ impl Binary {
             .partition_point(|f| f.start <= addr)
             .checked_sub(1)?;
         (addr < self.functions[i].end()).then_some(i)
+    }
+
+    /// Bytes of code: the sizes of all functions (the padding between them left out).
+    pub fn code_bytes(&self) -> u64 {
+        self.functions.iter().map(|f| f.size).sum()
     }
 
     pub fn symbol(&self, name: &str) -> Option<StatedAddr> {

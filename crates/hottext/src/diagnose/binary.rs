@@ -2,7 +2,7 @@
 //! range's file offset and the padding inside it, and how spread out a profile's hot code is.
 
 use super::{build_remedy, Check, Status};
-use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE};
+use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE, RUNTIME_ENTRY};
 use crate::graph::Graph;
 use crate::layout::metrics::Placement;
 use crate::profile::code::Code;
@@ -55,7 +55,7 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             "RUSTFLAGS=\"-C link-arg=-Wl,--build-id\"",
         )),
     });
-    let text: u64 = binary.functions.iter().map(|f| f.size).sum();
+    let text = binary.code_bytes();
     out.push(Check::new(
         AREA,
         "text",
@@ -109,6 +109,7 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
         )
         .remedy("compile with -ffunction-sections (check an object: readelf -SW x.o | grep -c ' .text\\.')")
     });
+    out.push(runtime(binary));
     let report = check_binary(binary, None);
     if report.start.is_none() {
         out.push(
@@ -159,18 +160,61 @@ pub fn checks(binary: &Binary) -> Vec<Check> {
             "-C link-arg=-Wl,-z,max-page-size=0x200000,-z,common-page-size=0x200000 after cargo rustc's --",
         ))
     });
-    let padding = report.size.saturating_sub(report.hot.bytes);
+    // The padding after the last function makes the last page whole; only the padding
+    // between functions spreads the hot code.
+    let span = report.size.saturating_sub(report.end_padding);
+    let padding = span.saturating_sub(report.hot.bytes);
     out.push(Check::new(
         AREA,
         "padding in the hot range",
-        if padding * 10 > report.size {
+        if padding * 10 > span {
             Status::Warn
         } else {
             Status::Pass
         },
-        format!("{padding} B of {} B between functions", report.size),
+        format!("{padding} B of {span} B between functions"),
     ));
+    out.push(if report.mappable_huge_pages < report.huge_pages {
+        Check::new(
+            AREA,
+            "whole 2 MiB pages",
+            Status::Warn,
+            format!(
+                "the runtime can map {} of its {} pages: too little text follows the range to fill its last page{}",
+                report.mappable_huge_pages,
+                report.huge_pages,
+                if report.mappable_huge_pages == 0 { " (the runtime says RANGE_TOO_SMALL)" } else { "" }
+            ),
+        )
+        .remedy("hottext order PROFILE --binary BIN --format ld-script -o hot.ld (pads the range to whole pages by default); relink")
+    } else {
+        Check::new(
+            AREA,
+            "whole 2 MiB pages",
+            Status::Pass,
+            format!("{} of {} pages can be mapped", report.mappable_huge_pages, report.huge_pages),
+        )
+    });
     out
+}
+
+/// Whether the binary is linked with the runtime, which maps the hot range at start.
+fn runtime(binary: &Binary) -> Check {
+    if binary.links_runtime {
+        return Check::new(
+            AREA,
+            "runtime",
+            Status::Pass,
+            format!("linked: the binary has {RUNTIME_ENTRY}"),
+        );
+    }
+    Check::new(
+        AREA,
+        "runtime",
+        Status::Info,
+        "not linked: nothing in the binary maps its hot range on huge pages (LD_PRELOAD=libhottext_preload.so can)",
+    )
+    .remedy("link -lhottext_auto")
 }
 
 /// How spread out `profile`'s hot code is in `binary`'s layout, and whether hot text and huge

@@ -147,7 +147,9 @@ fn text_pages_by_node(maps: &str, numa_maps: &str, exe: &str) -> Option<String> 
     )
 }
 
-pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
+/// `links_runtime`: whether the process's binary is linked with the runtime (`None`: unknown),
+/// which decides the remedy for a hot range off huge pages.
+pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>) -> Vec<Check> {
     let mut out = Vec::new();
     match status_field(pid, "THP_enabled").as_deref() {
         Some("0") => out.push(
@@ -227,7 +229,7 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
         Status::Info,
         status_field(pid, "Cpus_allowed_list").unwrap_or_else(|| "?".into()),
     ));
-    out.push(match check_process(pid) {
+    out.push(match check_process(pid, None) {
         Ok(r) if r.passed() => Check::new(
             AREA,
             "hot range on huge pages",
@@ -240,10 +242,21 @@ pub fn checks(pid: Pid, interval: Duration) -> Vec<Check> {
             Status::Warn,
             format!("{} of {} pages", r.huge_pages, r.pages.len()),
         )
-        .remedy("link -lhottext_auto, and see the huge-pages checks above"),
+        .remedy(off_huge_pages_remedy(links_runtime, maps.as_deref())),
         Err(e) => Check::new(AREA, "hot range on huge pages", Status::Info, e.to_string()),
     });
     out
+}
+
+/// What to do about a hot range off huge pages: link the runtime, or, when it is there (linked
+/// or preloaded), find out why it declined.
+fn off_huge_pages_remedy(links_runtime: Option<bool>, maps: Option<&str>) -> &'static str {
+    let preloaded = maps.is_some_and(|m| m.contains("libhottext_preload.so"));
+    if links_runtime == Some(true) || preloaded {
+        "the runtime is there but mapped nothing: restart with HOTTEXT_VERBOSE=1 for its reason (RANGE_TOO_SMALL: write the linker input again, hottext order pads the range to whole 2 MiB pages by default, and relink), and see the huge-pages checks above"
+    } else {
+        "link -lhottext_auto, and see the huge-pages checks above"
+    }
 }
 
 #[cfg(test)]
@@ -263,5 +276,18 @@ mod tests {
             Some("N0=100 N1=200")
         );
         assert_eq!(text_pages_by_node(maps, numa_maps, "/usr/bin/other"), None);
+    }
+
+    #[test]
+    fn a_process_with_the_runtime_is_not_told_to_link_it() {
+        let link = "link -lhottext_auto";
+        assert!(off_huge_pages_remedy(Some(false), None).starts_with(link));
+        assert!(
+            off_huge_pages_remedy(None, Some("7f00-7f01 r-xp 0 0:1 2 /lib/libc.so.6\n"))
+                .starts_with(link)
+        );
+        assert!(off_huge_pages_remedy(Some(true), None).contains("RANGE_TOO_SMALL"));
+        let preloaded = "7f00-7f01 r-xp 0 0:1 2 /usr/local/lib/libhottext_preload.so\n";
+        assert!(!off_huge_pages_remedy(None, Some(preloaded)).starts_with(link));
     }
 }

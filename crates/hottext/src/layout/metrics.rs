@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::binary::{StatedAddr, HUGE_PAGE};
+use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
 use crate::graph::{FuncId, Graph};
 
 /// Where each function of a graph starts; `None` for functions the layout lacks. A modelled
@@ -273,14 +273,32 @@ fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
     mass
 }
 
-/// The hottest 2 MiB pages of a placed binary as address ranges, at most `max_pages` of them,
-/// adjacent pages merged, in address order: what a loader without markers can map.
+/// What [`hot_ranges`] found.
+pub struct HotRanges {
+    /// At most `max_pages` of the pages that hold 99 % of the samples, hottest first, adjacent
+    /// ones merged, in address order.
+    pub ranges: Vec<(StatedAddr, StatedAddr)>,
+    /// Pages among those that the text does not hold whole: their samples stay on 4 KiB pages.
+    pub partial_pages: usize,
+}
+
+/// The hottest 2 MiB pages of a placed binary as address ranges: what a loader without markers
+/// can map. Only pages that lie whole inside `text` (the executable segments) are candidates:
+/// the runtime maps no page that reaches past the text, as it would replace whatever follows.
 pub fn hot_ranges(
     graph: &Graph,
     at: &Placement,
+    text: &[ExecSegment],
     max_pages: usize,
-) -> Vec<(StatedAddr, StatedAddr)> {
-    let (_, mut pages) = hottest_pages(graph, at, HUGE_PAGE, 0.99, max_pages);
+) -> HotRanges {
+    let (_, hottest) = hottest_pages(graph, at, HUGE_PAGE, 0.99, usize::MAX);
+    let whole = |p: u64| {
+        let (start, end) = (p * HUGE_PAGE, (p + 1) * HUGE_PAGE);
+        text.iter()
+            .any(|s| s.start.0 <= start && end <= s.start.0.saturating_add(s.mem_size))
+    };
+    let (mut pages, partial): (Vec<u64>, Vec<u64>) = hottest.into_iter().partition(|&p| whole(p));
+    pages.truncate(max_pages);
     pages.sort_unstable();
     let mut ranges: Vec<(StatedAddr, StatedAddr)> = Vec::new();
     for p in pages {
@@ -289,5 +307,8 @@ pub fn hot_ranges(
             _ => ranges.push((StatedAddr(p * HUGE_PAGE), StatedAddr((p + 1) * HUGE_PAGE))),
         }
     }
-    ranges
+    HotRanges {
+        ranges,
+        partial_pages: partial.len(),
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::metrics::{hot_ranges, measure, place_in_order};
 use super::{order, Algorithm, C3Params, Params};
-use crate::binary::StatedAddr;
+use crate::binary::{ExecSegment, FileOffset, StatedAddr};
 use crate::graph::{ids, Graph, GraphBuilder};
 
 /// A repeatable stream of numbers below the bound each call gives, for random test graphs.
@@ -373,10 +373,22 @@ fn hot_ranges_pick_the_hottest_huge_pages_and_merge_neighbours() {
     );
     // a in page 5, b in page 6 (adjacent), c in page 9, cold in page 1.
     let at = [5 * MB2, 6 * MB2 + 100, 9 * MB2, MB2].map(|a| Some(StatedAddr(a)));
-    let pages = |ranges: Vec<(StatedAddr, StatedAddr)>| -> Vec<(u64, u64)> {
-        ranges.iter().map(|(s, e)| (s.0 / MB2, e.0 / MB2)).collect()
+    let text = |start: u64, end: u64| ExecSegment {
+        start: StatedAddr(start),
+        mem_size: end - start,
+        offset: FileOffset(start),
+        file_size: end - start,
     };
-    assert_eq!(pages(hot_ranges(&g, &at.to_vec(), 8)), [(5, 7), (9, 10)]);
+    let pages = |text: &[ExecSegment], max| -> (Vec<(u64, u64)>, usize) {
+        let hot = hot_ranges(&g, &at.to_vec(), text, max);
+        let ranges = hot.ranges.iter().map(|(s, e)| (s.0 / MB2, e.0 / MB2));
+        (ranges.collect(), hot.partial_pages)
+    };
+    let all = [text(0x1000, 20 * MB2)];
+    assert_eq!(pages(&all, 8), (vec![(5, 7), (9, 10)], 0));
     // Capped at one page: only the hottest.
-    assert_eq!(pages(hot_ranges(&g, &at.to_vec(), 1)), [(5, 6)]);
+    assert_eq!(pages(&all, 1), (vec![(5, 6)], 0));
+    // The text ends inside page 9 and starts inside page 5: only page 6 is whole.
+    let short = [text(5 * MB2 + 0x1000, 9 * MB2 + 0x8000)];
+    assert_eq!(pages(&short, 8), (vec![(6, 7)], 2));
 }

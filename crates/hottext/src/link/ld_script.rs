@@ -56,6 +56,10 @@ pub struct ScriptPlacement {
     pub alignment: Alignment,
     /// Bytes of padding after `__hot_start`, a multiple of 64 (0 in production).
     pub hot_offset: u64,
+    /// End the range on a 2 MiB boundary, padding after the last function. [`super::write`]
+    /// sets it from its [`super::Padding`] plan; order files get it from
+    /// [`super::markers_object`].
+    pub pad_to_huge_page: bool,
 }
 
 pub(super) fn write(
@@ -96,6 +100,9 @@ pub(super) fn write(
         out.write_all(&second?)?;
     } else {
         write_entries(entries, alignment, out)?;
+    }
+    if placement.pad_to_huge_page {
+        writeln!(out, "    . = ALIGN({HUGE_PAGE:#x});")?;
     }
     writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
 }
@@ -223,7 +230,7 @@ mod tests {
     fn render(entries: &[Entry], alignment: Alignment) -> String {
         let placement = ScriptPlacement {
             alignment,
-            hot_offset: 0,
+            ..ScriptPlacement::default()
         };
         let mut out = Vec::new();
         write(entries, placement, "test", &mut out).unwrap();
@@ -342,6 +349,7 @@ mod tests {
         let placement = ScriptPlacement {
             alignment: Alignment::AsCompiled,
             hot_offset: 192,
+            pad_to_huge_page: false,
         };
         let mut out = Vec::new();
         write(&[entry("f", 8)], placement, "test", &mut out).unwrap();
@@ -351,5 +359,21 @@ mod tests {
             "{s}"
         );
         assert!(!render(&[entry("f", 8)], Alignment::AsCompiled).contains(". + "));
+    }
+
+    #[test]
+    fn padding_aligns_the_end_marker_after_the_last_function() {
+        let placement = ScriptPlacement {
+            pad_to_huge_page: true,
+            ..ScriptPlacement::default()
+        };
+        let mut out = Vec::new();
+        write(&[entry("f", 8)], placement, "test", &mut out).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.contains(".text.startup.f)\n    . = ALIGN(0x200000);\n    __hot_end = .;"),
+            "{s}"
+        );
+        assert!(!render(&[entry("f", 8)], Alignment::AsCompiled).contains("ALIGN(0x200000);"));
     }
 }

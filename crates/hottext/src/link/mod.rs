@@ -14,6 +14,10 @@
 //! empty sections: `.text.hottext.start` (2 MiB aligned, defines `__hot_start`) and
 //! `.text.hottext.end` (defines `__hot_end`). The order files name them first and last.
 //!
+//! Every format can end the range on a 2 MiB boundary ([`padding`]), so that a range followed
+//! by little text still has whole pages for the runtime: the script aligns `__hot_end`, the
+//! markers object aligns the end section.
+//!
 //! All inputs assume objects compiled with `-ffunction-sections`, so that every function has an
 //! input section of its own named after it.
 
@@ -22,6 +26,7 @@ mod hot_list;
 mod input;
 mod ld_script;
 mod markers;
+pub mod padding;
 mod planned;
 mod ranges;
 
@@ -30,8 +35,9 @@ pub use hot_list::{hot_list, HotList, HotText, UnsafeNames};
 pub use input::{write, Target, Written, MARKERS_ADVICE};
 pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::{host_architecture, markers_object};
+pub use padding::{plan_padding, Padding, PaddingPlan};
 pub use planned::{read_plan, Plan, PlanError};
-pub use ranges::write_ranges;
+pub use ranges::{read_ranges, write_ranges, RangesError, RangesFile};
 
 use std::io::{self, Write};
 

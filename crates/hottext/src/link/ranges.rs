@@ -2,8 +2,9 @@
 //!
 //! Text, one `0xSTART 0xEND` line per range of stated addresses (hexadecimal, start below end),
 //! `#` comments, and a `# build-id: HEX` line that the runtime checks against the running
-//! program, ignoring the file on a mismatch. `runtime/src/ranges.c` reads it; this is the one
-//! writer.
+//! program, ignoring the file on a mismatch. `runtime/src/ranges.c` reads it for the preload
+//! library; [`write_ranges`] is the one writer, [`read_ranges`] the reader of `verify --pid
+//! --ranges`, which checks the pages the runtime mapped from it.
 
 use std::io::{self, Write};
 
@@ -24,9 +25,81 @@ pub fn write_ranges(
     out.flush()
 }
 
+/// A ranges file as read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RangesFile {
+    /// The build the ranges are for (hex), if the file says.
+    pub build_id: Option<String>,
+    pub ranges: Vec<(StatedAddr, StatedAddr)>,
+}
+
+/// A line of a ranges file that is not what [`write_ranges`] writes.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {what} (want `0xSTART 0xEND`, start below end, or a `#` comment)")]
+pub struct RangesError {
+    pub line: usize,
+    pub what: String,
+}
+
+/// Reads a ranges file: what the runtime reads, refusing what it would ignore with a warning.
+pub fn read_ranges(text: &str) -> Result<RangesFile, RangesError> {
+    let mut file = RangesFile::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        let bad = |what: String| RangesError { line: i + 1, what };
+        if let Some(id) = line.strip_prefix("# build-id:") {
+            file.build_id = Some(id.trim().to_ascii_lowercase());
+            continue;
+        }
+        let fields = line.split('#').next().unwrap_or("").trim();
+        if fields.is_empty() {
+            continue;
+        }
+        let address = |field: Option<&str>| {
+            let field = field.ok_or_else(|| bad(format!("{fields:?} has one address")))?;
+            let digits = field.strip_prefix("0x").unwrap_or(field);
+            u64::from_str_radix(digits, 16)
+                .map(StatedAddr)
+                .map_err(|_| bad(format!("{field:?} is not a hexadecimal address")))
+        };
+        let mut words = fields.split_whitespace();
+        let (start, end) = (address(words.next())?, address(words.next())?);
+        if let Some(extra) = words.next() {
+            return Err(bad(format!("{extra:?} follows the range")));
+        }
+        if end <= start {
+            return Err(bad(format!("{start:#x} {end:#x} is empty")));
+        }
+        file.ranges.push((start, end));
+    }
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_written_is_read_back_and_bad_lines_are_named() {
+        let ranges = [(StatedAddr(0x200000), StatedAddr(0x600000))];
+        let mut out = Vec::new();
+        write_ranges(Some("AB12"), &ranges, &mut out).unwrap();
+        let read = read_ranges(&String::from_utf8(out).unwrap()).unwrap();
+        assert_eq!(read.build_id.as_deref(), Some("ab12"));
+        assert_eq!(read.ranges, ranges);
+        assert_eq!(
+            read_ranges("# note\n\n0x1 2 # c\n").unwrap().ranges.len(),
+            1
+        );
+        for (text, line) in [
+            ("0x1\n", 1),
+            ("#\n0x2 0x1\n", 2),
+            ("0x1 0xz\n", 1),
+            ("1 2 3\n", 1),
+        ] {
+            assert_eq!(read_ranges(text).unwrap_err().line, line, "{text:?}");
+        }
+    }
 
     #[test]
     fn build_id_first_then_one_range_a_line_in_hex() {

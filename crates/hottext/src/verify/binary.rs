@@ -1,6 +1,6 @@
 //! Checks a linked binary for the hot range: both markers, a non-empty range, a 2 MiB-aligned
-//! start, and functions inside; with the plan, that those are the functions planned
-//! ([`super::planned`]).
+//! start, functions inside, and a whole 2 MiB page the runtime can map; with the plan, that
+//! those are the functions planned ([`super::planned`]).
 
 use serde::Serialize;
 
@@ -26,9 +26,17 @@ pub struct HotTextReport {
     pub huge_pages: u64,
     /// With a plan: the range against it.
     pub plan: Option<PlanReport>,
+    /// Of those, the pages the runtime can map: it rounds the range out to whole 2 MiB pages
+    /// where the text segment has room and in where it has not (a page past the text would
+    /// replace what follows), as `runtime/src/hugify.c` does.
+    pub mappable_huge_pages: u64,
+    /// Bytes from the end of the last hot function to `__hot_end`: the padding that makes the
+    /// last page whole (`order --pad-hot-range`).
+    pub end_padding: u64,
     /// Why the check failed; empty when it passed.
     pub problems: Vec<String>,
-    /// What is worth a look but does not fail the check.
+    /// What is worth knowing but does not fail the check: hot pages the runtime cannot map
+    /// while others it can.
     pub warnings: Vec<String>,
 }
 
@@ -61,6 +69,8 @@ pub fn check_binary(binary: &Binary, plan: Option<&Plan>) -> HotTextReport {
         hot: HotText::default(),
         huge_pages: 0,
         plan: None,
+        mappable_huge_pages: 0,
+        end_padding: 0,
         problems,
         warnings: Vec::new(),
     };
@@ -79,8 +89,29 @@ pub fn check_binary(binary: &Binary, plan: Option<&Plan>) -> HotTextReport {
             .filter(|f| f.start.0 >= s && f.start.0 < e)
             .map(|f| f.size),
     );
+    if let Some(last_end) = binary
+        .functions
+        .iter()
+        .filter(|f| f.start.0 >= s && f.start.0 < e)
+        .map(|f| f.end().0)
+        .max()
+    {
+        report.end_padding = e.saturating_sub(last_end);
+    }
     if e > s {
         report.huge_pages = (e - 1) / HUGE_PAGE - s / HUGE_PAGE + 1;
+        report.mappable_huge_pages = mappable_pages(binary, s, e);
+    }
+    let remedy = "hottext order (and fetch) pad the range to whole 2 MiB pages by default (--pad-hot-range auto): write the linker input again and relink";
+    if e > s && report.start_aligned_2m && report.mappable_huge_pages == 0 {
+        report.problems.push(format!(
+            "no whole 2 MiB page of the hot range lies in the text: the range ends at {e:#x}, too little text follows it to fill its page, and the runtime refuses it (RANGE_TOO_SMALL), so it gets no huge page; {remedy}"
+        ));
+    } else if report.mappable_huge_pages < report.huge_pages && report.start_aligned_2m {
+        report.warnings.push(format!(
+            "the runtime can map {} of the hot range's {} 2 MiB pages: too little text follows the range to fill its last page, which stays on 4 KiB pages; {remedy}",
+            report.mappable_huge_pages, report.huge_pages
+        ));
     }
     if e <= s {
         report.problems.push(format!(
@@ -122,3 +153,26 @@ pub fn check_binary(binary: &Binary, plan: Option<&Plan>) -> HotTextReport {
 
 /// What to do about planned functions the linker left out.
 const MISSING_ADVICE: &str = "; check that the objects were compiled with -ffunction-sections (rustc does it by default), that the linker input is the one order or fetch wrote for this build, and that the link used it";
+
+/// The 2 MiB pages of `[s, e)` the runtime can map: rounded out where the executable segment
+/// that holds `s` has room, in where it has not (its mapping is the segment in 4 KiB pages).
+fn mappable_pages(binary: &Binary, s: u64, e: u64) -> u64 {
+    const SMALL_PAGE: u64 = 4096;
+    let Some(segment) = binary
+        .exec_segments
+        .iter()
+        .find(|g| g.start.0 <= s && s < g.start.0.saturating_add(g.mem_size))
+    else {
+        return 0;
+    };
+    let map_start = segment.start.0 / SMALL_PAGE * SMALL_PAGE;
+    let map_end = (segment.start.0 + segment.mem_size).next_multiple_of(SMALL_PAGE);
+    let mut a = s / HUGE_PAGE * HUGE_PAGE;
+    if a < map_start {
+        a += HUGE_PAGE;
+    }
+    let b = e
+        .next_multiple_of(HUGE_PAGE)
+        .min(map_end / HUGE_PAGE * HUGE_PAGE);
+    b.saturating_sub(a) / HUGE_PAGE
+}

@@ -13,7 +13,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::binary::{Binary, BinaryError, LoadBias, RuntimeAddr, HOT_END, HOT_START, HUGE_PAGE};
+use crate::binary::{
+    Binary, BinaryError, LoadBias, RuntimeAddr, StatedAddr, HOT_END, HOT_START, HUGE_PAGE,
+};
+use crate::link::RangesFile;
 use crate::os::proc::{parse_smaps, Pid};
 
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +84,9 @@ impl ProcessReport {
     }
 }
 
-pub fn check_process(pid: Pid) -> Result<ProcessReport, ProcessError> {
+/// Checks the pages of the process's hot range, between its markers, or, for a program run
+/// under the preload library without markers, of the `ranges` of its ranges file.
+pub fn check_process(pid: Pid, ranges: Option<&RangesFile>) -> Result<ProcessReport, ProcessError> {
     let proc = |name: &str| PathBuf::from(format!("/proc/{pid}/{name}"));
     let read = |name: &str| {
         fs::read(proc(name)).map_err(|source| ProcessError::Proc {
@@ -102,9 +107,23 @@ pub fn check_process(pid: Pid) -> Result<ProcessReport, ProcessError> {
         .to_string();
     let binary = Binary::open(&exe_path)?;
     let layout = |msg: String| ProcessError::Layout { pid, msg };
-    let (start, end) = binary
-        .hot_range()
-        .ok_or_else(|| layout(format!("{executable} has no {HOT_START}/{HOT_END} markers: it was not linked with a hottext layout")))?;
+    let stated: Vec<(StatedAddr, StatedAddr)> = match ranges {
+        Some(file) => {
+            let running = binary.build_id_hex();
+            if let (Some(wanted), Some(running)) = (&file.build_id, &running) {
+                if wanted != running {
+                    return Err(layout(format!("the ranges are for build-id {wanted}, but {executable} has build-id {running}")));
+                }
+            }
+            file.ranges.clone()
+        }
+        None => vec![binary
+            .hot_range()
+            .ok_or_else(|| layout(format!("{executable} has no {HOT_START}/{HOT_END} markers: it was not linked with a hottext layout (for a program run under the preload library, give its --ranges file)")))?],
+    };
+    let (Some(&(start, _)), Some(&(_, end))) = (stated.first(), stated.last()) else {
+        return Err(layout("the ranges file lists no range".into()));
+    };
 
     let entry = auxv_entry(&read("auxv")?)
         .ok_or_else(|| layout("no AT_ENTRY in its auxiliary vector".into()))?;
@@ -117,8 +136,11 @@ pub fn check_process(pid: Pid) -> Result<ProcessReport, ProcessError> {
     let mut kpageflags = fs::File::open("/proc/kpageflags").ok();
 
     let mut pages = Vec::new();
-    let mut page = hot_start.0 / HUGE_PAGE * HUGE_PAGE;
-    while page < hot_end.0 {
+    let each_page = stated.iter().flat_map(|&(s, e)| {
+        let (s, e) = (s.to_runtime(load_bias).0, e.to_runtime(load_bias).0);
+        (s / HUGE_PAGE..e.div_ceil(HUGE_PAGE)).map(|p| p * HUGE_PAGE)
+    });
+    for page in each_page {
         let vma = vmas.iter().find(|v| v.start <= page && page < v.end);
         let (backing, mapping) = match vma {
             None => (Backing::Small, "(unmapped)".to_string()),
@@ -146,7 +168,6 @@ pub fn check_process(pid: Pid) -> Result<ProcessReport, ProcessError> {
             backing,
             mapping,
         });
-        page += HUGE_PAGE;
     }
     let huge_pages = pages.iter().filter(|p| p.backing.is_huge()).count();
     let mut problems: Vec<String> = pages

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::fingerprint::fingerprints;
-use hottext::binary::{symbol_of, Binary, HUGE_PAGE};
+use hottext::binary::{symbol_of, Binary};
 use hottext::demangle::readable;
 use hottext::graph::{FuncId, Graph};
 use hottext::layout::auto;
@@ -18,10 +18,11 @@ use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeN
 use hottext::pipeline::rematch::{rematch, Matched};
 
 mod report;
+mod unordered;
 
-use report::{print_summary, Range, Summary};
+use report::{print_summary, Summary};
 
-use super::{write_markers, FormatArg};
+use super::{write_markers, FormatArg, PaddingArg};
 use crate::output;
 
 /// Order the functions of a profile and write the input a linker needs
@@ -45,6 +46,8 @@ use crate::output;
 /// Examples:
 ///   hottext order server.profile --binary ./server --format ld-script -o hot.ld
 ///   hottext order server.profile --binary ./server --format ranges -o server.ranges --json
+///   hottext order server.profile --binary ./server --format lld-order -o order.txt \
+///       --markers hot_markers.o --pad-hot-range always
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -84,6 +87,14 @@ pub struct Args {
     /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck.
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     hot_offset: u64,
+    /// End the hot range on a 2 MiB boundary, so that its last page is whole for the runtime
+    /// however little text follows it (a range followed by less text than fills that page
+    /// loses it: a program with under 2 MiB of hot code and little cold code gets no huge page
+    /// at all). `auto` pads when the --binary's text would not fill the page, and always
+    /// without --binary; it costs the padding in file size, under 2 MiB. ld-script aligns
+    /// __hot_end; gold-order and lld-order get it from the --markers object.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = PaddingArg::Auto)]
+    pad_hot_range: PaddingArg,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -175,53 +186,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         matched: matched.as_ref(),
         ordered: None,
         current: addresses.as_ref().map(|at| measure(&graph, at)),
+        padding: None,
         ranges: None,
         candidates: None,
     };
     let Some(format) = args.format.link_format() else {
-        // The preload library refuses a ranges file made for another build.
-        let build_id = binary.as_ref().and_then(|b| b.build_id_hex());
-        let target = if args.format == FormatArg::LldCgprofile {
-            Target::CallGraphProfile {
-                at: addresses.as_ref(),
-            }
-        } else {
-            let Some(at) = &addresses else {
-                bail!("--format ranges lists addresses of a binary: give --binary BIN");
-            };
-            Target::Ranges {
-                at,
-                build_id: build_id.as_deref(),
-                max_pages: args.max_huge_pages,
-            }
-        };
-        let written =
-            link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
-        write_output(args.output.as_deref(), &written.bytes)?;
-        if args.format == FormatArg::Ranges {
-            let pages: u64 = written
-                .ranges
-                .iter()
-                .map(|(s, e)| (e.0 - s.0) / HUGE_PAGE)
-                .sum();
-            if !args.json {
-                eprintln!(
-                    "hottext: {pages} hot 2 MiB pages in {} ranges",
-                    written.ranges.len()
-                );
-            }
-            summary.ranges = Some(
-                written
-                    .ranges
-                    .iter()
-                    .map(|&(start, end)| Range { start, end })
-                    .collect(),
-            );
-        }
-        if args.json {
-            output::json(&summary)?;
-        }
-        return Ok(ExitCode::SUCCESS);
+        return unordered::run(&args, &graph, binary.as_ref(), addresses.as_ref(), summary);
     };
     let alignment = if args.align_cache_lines {
         if !format.places_individually() {
@@ -257,10 +227,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         placement: ScriptPlacement {
             alignment,
             hot_offset: args.hot_offset,
+            ..ScriptPlacement::default()
         },
         origin: &origin,
         unsafe_names: UnsafeNames::Refuse,
         binary: binary.as_ref(),
+        padding: args.pad_hot_range.into(),
+        text_bytes: binary.as_ref().map(Binary::code_bytes),
     };
     let written = link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
     let Some(list) = &written.hot else {
@@ -281,6 +254,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.markers.as_deref(),
         binary.as_ref(),
         written.needs_markers,
+        written.padding.is_some_and(|p| p.padded),
     )?;
 
     // `auto` measured the chosen order already; the list differs from it only when parts GCC
@@ -302,6 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     summary.params = Some(&params);
     summary.alignment = Some(alignment);
     summary.hot = Some(list.hot_text(&graph));
+    summary.padding = written.padding;
     if args.json {
         output::json(&summary)?;
     } else {

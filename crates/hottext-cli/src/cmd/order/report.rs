@@ -6,7 +6,7 @@ use hottext::binary::StatedAddr;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::Metrics;
 use hottext::layout::Params;
-use hottext::link::{Alignment, HotText};
+use hottext::link::{Alignment, HotText, PaddingPlan};
 use hottext::pipeline::rematch::Matched;
 use serde::Serialize;
 
@@ -33,6 +33,10 @@ pub(super) struct Summary<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) ordered: Option<Metrics>,
     pub(super) current: Option<Metrics>,
+    /// With a linker input: whether the hot range is padded to whole 2 MiB pages, its cost in
+    /// bytes and the huge pages the runtime can map with and without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) padding: Option<PaddingPlan>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) ranges: Option<Vec<Range>>,
     /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
@@ -62,6 +66,9 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
             ordered.sampled_functions,
             hot.functions.saturating_sub(ordered.sampled_functions)
         )?;
+    }
+    if let Some(padding) = &s.padding {
+        print_padding(&mut err, padding)?;
     }
     let rows: [Row; 9] = [
         ("sampled functions", |m| m.sampled_functions.to_string()),
@@ -106,6 +113,31 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What padding the hot range to whole 2 MiB pages costs and gains.
+fn print_padding(err: &mut impl Write, p: &PaddingPlan) -> std::io::Result<()> {
+    let pages = p.huge_pages_padded;
+    match (p.padded, p.huge_pages_unpadded) {
+        (true, unpadded) => writeln!(
+            err,
+            "hottext: hot range padded to whole 2 MiB pages: costs {} of file size; huge pages the runtime can map: {pages} (without padding: {})",
+            output::bytes(p.bytes),
+            unpadded.map_or("as many as the text after the range fills".into(), |n| n.to_string())
+        ),
+        (false, Some(n)) if n < pages => writeln!(
+            err,
+            "hottext: hot range not padded (--pad-hot-range never): huge pages the runtime can map: {n} of the range's {pages}; padding would map them all"
+        ),
+        (false, None) => writeln!(
+            err,
+            "hottext: hot range not padded (--pad-hot-range never): its last 2 MiB page is mapped only if the text after it fills that page"
+        ),
+        (false, Some(n)) => writeln!(
+            err,
+            "hottext: hot range not padded: the text after it fills its last 2 MiB page; huge pages the runtime can map: {n}"
+        ),
+    }
 }
 
 /// `--algorithm auto`'s table: each algorithm's modelled figures, the chosen one marked.
