@@ -27,6 +27,31 @@
 pub mod drift;
 mod escape;
 pub mod merge;
+
+/// Header keys whose values count samples: a merge sums them by the parts' weights
+/// ([`merge::merge_weighted`]), as it does the body's counts.
+pub mod counted_header {
+    /// Samples of the recording in the binary.
+    pub const SAMPLES: &str = "samples";
+    /// Samples of the processes that ran the binary.
+    pub const PROCESS_SAMPLES: &str = "process-samples";
+    /// Of the call weight, how much went through tail calls.
+    pub const TAIL_CALL_WEIGHT: &str = "tail-call-weight";
+    /// Of those, samples shared among candidate callers.
+    pub const TAIL_CALL_SHARED: &str = "tail-call-shared";
+    /// Stack samples whose caller tail calls left undecided.
+    pub const TAIL_CALL_UNDECIDED: &str = "tail-call-undecided";
+    /// One line per place the processes' samples fell in: `<samples> <place>`.
+    pub const CPU_SAMPLES: &str = "cpu-samples";
+    /// The keys with one count each.
+    pub const SINGLE: [&str; 5] = [
+        SAMPLES,
+        PROCESS_SAMPLES,
+        TAIL_CALL_WEIGHT,
+        TAIL_CALL_SHARED,
+        TAIL_CALL_UNDECIDED,
+    ];
+}
 mod names;
 mod read;
 #[cfg(test)]
@@ -374,6 +399,14 @@ impl GraphBuilder {
 
     pub fn header(&mut self, key: &str, value: impl fmt::Display) {
         self.graph.set_header(key, value);
+    }
+
+    /// Adds a header line after the others, also when one with `key` is there (a key that
+    /// takes several lines, such as `cpu-samples`).
+    pub fn push_header(&mut self, key: &str, value: impl fmt::Display) {
+        self.graph
+            .headers
+            .push((key.to_string(), value.to_string()));
     }
 
     /// The graph. Of each call's sites it keeps the [`MAX_SITES_PER_CALL`] heaviest (ties: the

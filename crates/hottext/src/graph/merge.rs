@@ -12,10 +12,8 @@
 
 use foldhash::HashMap;
 
+use crate::graph::counted_header::{CPU_SAMPLES, SAMPLES, SINGLE};
 use crate::graph::{FuncId, Graph, GraphBuilder};
-
-/// The header with the recording's sample count.
-const SAMPLES: &str = "samples";
 
 /// `new + decay × old`; `decay` is between 0 and 1.
 pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
@@ -24,29 +22,18 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
 
 /// `Σ weight × part`: each part's samples, call weights and call-site weights scaled by its
 /// weight (at least 0) and summed by name. The first part is the reference: its headers are
-/// kept (`samples` becomes the parts' weighted sum), and every one of its functions; the others bring a function in only when it keeps
+/// kept (those that count samples become the parts' weighted sums), and every one of its
+/// functions; the others bring a function in only when it keeps
 /// weight of its own or through a call. A function's size and aliases come from the first part
 /// that has it. Scaled samples and calls round to the nearest count; sites round down, so that
 /// a call's sites still fit in it.
 pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     let mut b = GraphBuilder::default();
-    let Some(&(reference, _)) = parts.first() else {
+    if parts.is_empty() {
         return b.finish();
-    };
-    for (k, v) in &reference.headers {
-        b.header(k, v);
     }
-    // `samples` counts the recording's samples in the binary: the merged profile's is the
-    // weighted sum, as its body's are (a part without the header counts its functions' own).
-    if reference.header(SAMPLES).is_some() {
-        let samples: f64 = parts
-            .iter()
-            .map(|&(part, weight)| {
-                let own = part.header(SAMPLES).and_then(|s| s.parse::<u64>().ok());
-                own.unwrap_or_else(|| part.total_samples()) as f64 * weight.max(0.0)
-            })
-            .sum();
-        b.header(SAMPLES, samples.round() as u64);
+    for (k, v) in summed_headers(parts) {
+        b.push_header(&k, v);
     }
     let mut declared: HashMap<&str, FuncId> = HashMap::default();
     for (index, &(part, weight)) in parts.iter().enumerate() {
@@ -93,6 +80,57 @@ pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
         }
     }
     b.finish()
+}
+
+/// The reference's headers (the first part's), with each that counts samples
+/// ([`crate::graph::counted_header`]) replaced by the parts' weighted sum: a part without the
+/// header counts none, except `samples`, which it counts as its functions' own. The
+/// `cpu-samples` lines are summed per place, the most first.
+fn summed_headers(parts: &[(&Graph, f64)]) -> Vec<(String, String)> {
+    let reference = parts[0].0;
+    let weighted = |count: u64, weight: f64| count as f64 * weight.max(0.0);
+    let mut places: Vec<(String, f64)> = Vec::new();
+    for &(part, weight) in parts {
+        for (key, value) in part.headers() {
+            let Some((n, place)) = value.split_once(' ').filter(|_| key == CPU_SAMPLES) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match places.iter_mut().find(|(p, _)| p == place) {
+                Some((_, sum)) => *sum += weighted(n, weight),
+                None => places.push((place.to_string(), weighted(n, weight))),
+            }
+        }
+    }
+    places.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (key, value) in reference.headers() {
+        if key == CPU_SAMPLES {
+            if !out.iter().any(|(k, _)| k == CPU_SAMPLES) {
+                out.extend(
+                    places.iter().map(|(place, sum)| {
+                        (key.clone(), format!("{} {place}", sum.round() as u64))
+                    }),
+                );
+            }
+        } else if SINGLE.contains(&key.as_str()) {
+            let sum: f64 = parts
+                .iter()
+                .map(|&(part, weight)| {
+                    let own = part.header(key).and_then(|s| s.parse::<u64>().ok());
+                    let own = match own {
+                        None if key == SAMPLES => Some(part.total_samples()),
+                        own => own,
+                    };
+                    weighted(own.unwrap_or(0), weight)
+                })
+                .sum();
+            out.push((key.clone(), (sum.round() as u64).to_string()));
+        } else {
+            out.push((key.clone(), value.clone()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -166,6 +204,35 @@ mod tests {
         assert_eq!(
             text(&merge(&new, &old, 0.4)),
             "# hottext profile v2\nfn a 16 12\n"
+        );
+    }
+
+    #[test]
+    fn headers_that_count_samples_are_weighted_sums_and_places_sum_by_name() {
+        let a = graph(
+            "# build-id: ab\n# process-samples: 1000\n# cpu-samples: 600 /lib/libc.so.6\n\
+             # cpu-samples: 400 [binary]\n# tail-call-weight: 10\nfn main 16 400\n",
+        );
+        let b = graph(
+            "# build-id: cd\n# process-samples: 500\n# cpu-samples: 450 [binary]\n\
+             # cpu-samples: 50 [kernel]\nfn main 16 450\n",
+        );
+        let m = merge_weighted(&[(&a, 1.0), (&b, 2.0)]);
+        let headers: Vec<String> = m
+            .headers()
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        assert_eq!(
+            headers,
+            [
+                "build-id: ab",
+                "process-samples: 2000",
+                "cpu-samples: 1300 [binary]",
+                "cpu-samples: 600 /lib/libc.so.6",
+                "cpu-samples: 100 [kernel]",
+                "tail-call-weight: 10",
+            ]
         );
     }
 }

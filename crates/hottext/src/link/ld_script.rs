@@ -371,7 +371,7 @@ mod tests {
         write(&[entry("f", 8)], placement, "test", &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(
-            s.contains(".text.startup.f)\n    . = ALIGN(0x200000);\n    __hot_end = .;"),
+            s.contains(".text.unlikely.f)\n    . = ALIGN(0x200000);\n    __hot_end = .;"),
             "{s}"
         );
         assert!(!render(&[entry("f", 8)], Alignment::AsCompiled).contains("ALIGN(0x200000);"));

@@ -80,21 +80,13 @@ pub const NO_EDGE_WARNING: f64 = 0.05;
 
 /// Header keys of the profiles [`read`] makes, beside the graph format's own.
 pub mod header {
+    pub use crate::graph::counted_header::{
+        CPU_SAMPLES, PROCESS_SAMPLES, TAIL_CALL_SHARED, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT,
+    };
     /// What the edges come from: [`super::SampleKind`].
     pub const SAMPLE_KIND: &str = "sample-kind";
-    /// Of the call weight, how much went through tail calls (`Stats::calls_tail`).
-    pub const TAIL_CALL_WEIGHT: &str = "tail-call-weight";
-    /// Of those, samples shared among candidate callers (`Stats::calls_tail_shared`).
-    pub const TAIL_CALL_SHARED: &str = "tail-call-shared";
-    /// Stack samples whose caller tail calls left undecided (`Stats::calls_tail_undecided`).
-    pub const TAIL_CALL_UNDECIDED: &str = "tail-call-undecided";
     /// Present when the edges were inferred from the code (a recording without stacks).
     pub const EDGES: &str = "edges";
-    /// Samples of the processes that ran the binary (`CpuShares::process_samples`).
-    pub const PROCESS_SAMPLES: &str = "process-samples";
-    /// One line per place those samples fell in, the most first: `<samples> <place>`, the
-    /// binary's own code as `[binary]` (see `shares`).
-    pub const CPU_SAMPLES: &str = "cpu-samples";
 }
 
 /// Choices for [`read`].
