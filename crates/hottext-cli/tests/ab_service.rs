@@ -3,21 +3,11 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ab, f, hottext, json, row, run, serial, stderr, write, KillOnDrop};
-
-/// A port nobody listens on now (the kernel's choice; free again once the listener drops).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{ab, f, free_port, hottext, json, row, run, serial, stderr, write, KillOnDrop};
 
 /// Processes whose command line mentions `marker`, other than this test's.
 fn processes_mentioning(marker: &str) -> Vec<String> {

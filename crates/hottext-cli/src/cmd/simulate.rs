@@ -53,9 +53,10 @@ pub fn run_ab(config: SimConfig, json: bool, interrupted: &AtomicBool) -> anyhow
     }
     let models = models()?;
     eprintln!(
-        "hottext: simulating {} side(s) × {} model(s) under valgrind (20-50× slower than native)",
+        "hottext: simulating {} side(s) × {} model(s) under valgrind (20-50× slower than native), {} at once",
         2 * config.offsets.len(),
-        models.len()
+        models.len(),
+        config.jobs
     );
     let bar = spinner(2 * config.offsets.len() as u64, "simulated runs");
     let mut progress = |r: &SimRecord, done: usize, _: usize| {
@@ -70,6 +71,18 @@ pub fn run_ab(config: SimConfig, json: bool, interrupted: &AtomicBool) -> anyhow
     } else {
         print_ab(&config, &report)?;
     }
+    if report.outputs_differ() {
+        let seen: Vec<String> = report
+            .same_outputs
+            .iter()
+            .map(|(text, n)| format!("'{text}' in {n} runs"))
+            .collect();
+        eprintln!(
+            "hottext: ab failed: --expect-same found different outputs: {}",
+            seen.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -82,10 +95,21 @@ fn print_ab(config: &SimConfig, r: &SimReport) -> anyhow::Result<()> {
     writeln!(
         out,
         "hot-range offsets: {} B; figures are medians over them, [min, max] their range;\n\
-         a verdict needs B/A beyond ±{:.0} % at every offset\n",
+         a verdict needs B/A beyond ±{:.0} % at every offset",
         offsets.join(", "),
         100.0 * compare::SIMULATION_TOLERANCE
     )?;
+    if config.checks.work.is_some() {
+        writeln!(
+            out,
+            "per {0}: counts divided by the --metric's count of work ({0}), net of the baseline's",
+            config.work_name
+        )?;
+    }
+    if let Some((text, _)) = r.same_outputs.iter().next().filter(|_| !r.outputs_differ()) {
+        writeln!(out, "--expect-same: every measured run printed '{text}'")?;
+    }
+    writeln!(out)?;
     writeln!(
         out,
         "{:<34} {:>14} {:>14} {:>8}  {:<18} verdict",

@@ -270,3 +270,12 @@ pub fn call_lines(profile: &str) -> Vec<(String, String, u64)> {
         })
         .collect()
 }
+
+/// A port nobody listens on now (the kernel's choice; free again once the listener drops).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -117,8 +117,24 @@ pub enum MeasureError {
         full: u64,
         baseline: u64,
     },
-    #[error("{side} wrote no simulated counts in {dir}: a process killed (SIGKILL) or one that exits without returning from main loses them; raise --stop-timeout, or stop the server with a signal it handles")]
-    SimulationLost { side: String, dir: String },
+    #[error(
+        "{who} left no simulated counts in {dir}: {why}; see the valgrind.PID.log files there"
+    )]
+    SimulationLost {
+        who: String,
+        dir: String,
+        why: String,
+    },
+    #[error("server {side} outlived SIGTERM for --stop-timeout and was killed, losing its simulated counts in {dir}: raise --stop-timeout (valgrind slows its exit too), or stop the server with a signal it handles")]
+    ServerKilled { side: String, dir: String },
+    #[error("{side}: the {model} run did {full} of the work --metric '{pattern}' counts, its baseline {baseline}: the run must do more (a request-count load, and a smaller or no --baseline-load)")]
+    NoWork {
+        side: String,
+        model: &'static str,
+        pattern: String,
+        full: f64,
+        baseline: f64,
+    },
 }
 
 impl MeasureError {

@@ -159,7 +159,7 @@ pub(crate) fn read_counts(
 }
 
 /// What a captured command did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Captured {
     /// None when it ran past its deadline and was killed.
     pub status: Option<ExitStatus>,

@@ -134,6 +134,13 @@ impl Server {
     pub fn stop(mut self, grace: Duration) -> Stopped {
         self.group.stop(grace)
     }
+
+    /// Stops it leaves first ([`crate::os::group::stop_leaves_first`]): for a server under
+    /// valgrind, whose processes each write their counts at exit, so that a parent that kills
+    /// slow children (nginx's master) loses none of them.
+    pub fn stop_leaves_first(mut self, grace: Duration) -> Stopped {
+        self.group.stop_leaves_first(grace)
+    }
 }
 
 #[cfg(test)]

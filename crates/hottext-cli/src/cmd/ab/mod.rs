@@ -1,5 +1,6 @@
 //! `hottext ab`: is B (say, the hot-text build) better than A, and is the difference real.
 
+mod simulated;
 mod table;
 
 use std::process::ExitCode;
@@ -8,7 +9,6 @@ use anyhow::{bail, Context};
 use hottext::measure::ab::{self, Config, Regex, RunRecord, Service, ServiceMetric};
 use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
-use hottext::measure::simulate::compare::SimConfig;
 use hottext::measure::stats::{Better, MIN_ROUNDS};
 use hottext::os::cpus;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -44,7 +44,13 @@ use crate::output;
 /// the L1 iTLB, L2 iTLB and L1i; exact instruction counts; misses per million instructions),
 /// for machines without a PMU; see the options. A server's figures are its lifetime under the
 /// load minus a lifetime under --baseline-load (or none), so start-up cancels out; raise
-/// --ready-timeout, as valgrind runs a program 20-50× slower.
+/// --ready-timeout, as valgrind runs a program 20-50× slower. Every process the server starts
+/// is counted (a master and its workers, also after they switch user); the server must stay in
+/// the foreground (nginx: -g 'daemon off;'). Give it a load that does a fixed amount of work
+/// (ab -n N, not wrk -d): a timed load does more or less work from run to run. With --simulate,
+/// --metric is that count of work (requests served; one --metric), and the report adds each
+/// figure per unit of it; --expect-same checks every measured run. The runs go side by side
+/// (--jobs); servers only when their commands name {slot}, each slot with its own port.
 ///
 /// Exit status: 0 when the comparison ran (whatever the verdict), 1 when a run's command, server
 /// or load failed (exited non-zero or was killed, as for `hottext stat`) or --expect-same found
@@ -64,6 +70,10 @@ use crate::output;
 ///   hottext ab --simulate -a './base 100000' -b './hot 100000' \
 ///       --baseline-a './base 1000' --baseline-b './hot 1000'
 ///   hottext ab --simulate --offsets 0,64,128,192 -a ./base -b './hot-{offset}'
+///   hottext ab --simulate --jobs 2 --server-a "nginx -c $PWD/a-{slot}.conf -g 'daemon off;'" \
+///       --server-b "nginx -c $PWD/b-{slot}.conf -g 'daemon off;'" --ready-timeout 300 \
+///       --ready 'curl -sf http://127.0.0.1:808{slot}/' --load 'ab -n 2000 http://127.0.0.1:808{slot}/' \
+///       --metric 'Complete requests: *([0-9]+)' --metric-name request
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -109,7 +119,9 @@ pub struct Args {
     warmup: usize,
     /// A number each run prints (stdout, else stderr; of the load in the service form):
     /// capture group 1 of this regular expression, e.g. 'tps = ([0-9.]+)'. Repeat it for
-    /// several numbers (throughput and latency); the first is the headline.
+    /// several numbers (throughput and latency); the first is the headline. With --simulate,
+    /// once: the count of work a run did (e.g. 'Complete requests: *([0-9]+)'), by which the
+    /// simulated counts are divided.
     #[arg(long, value_name = "REGEX")]
     metric: Vec<String>,
     /// The name of the --metric at the same position in the report (default: metric,
@@ -133,9 +145,16 @@ pub struct Args {
     /// Simulate instead of counting: run each side under valgrind's cachegrind with models of
     /// the L1 iTLB, L2 iTLB and L1i, and compare exact instruction counts and misses per
     /// million instructions (for machines without a hardware PMU). One run per side and
-    /// offset: simulated counts do not vary between runs, so --runs does not apply.
-    #[arg(long, conflicts_with_all = ["metric", "expect_same"])]
+    /// offset: simulated counts do not vary between runs of the same work, so --runs does not
+    /// apply (a server's load must do a fixed amount of work: ab -n N, not wrk -d).
+    #[arg(long, conflicts_with = "higher_is_better")]
     simulate: bool,
+    /// With --simulate: simulations at once (default: the CPUs this process may use). Servers
+    /// side by side need a port each: the service form runs more than one at once only when
+    /// --server-a and --server-b name {slot} (0, 1, ...; e.g. 'listen 1808{slot}'), which is
+    /// also substituted in --ready, --load and --baseline-load.
+    #[arg(long, value_name = "N", requires = "simulate")]
+    jobs: Option<usize>,
     /// With --simulate: start offsets of the hot range in bytes, substituted for {offset} in
     /// the commands (e.g. -b './hot-{offset}' for binaries linked with `hottext order
     /// --hot-offset N`), to tell a layout's effect from set-conflict luck.
@@ -173,25 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
     if args.simulate {
-        let mut offsets = Vec::new();
-        for &offset in &args.offsets {
-            if !offsets.contains(&offset) {
-                offsets.push(offset); // each offset once: runs share a directory per offset
-            }
-        }
-        if offsets.is_empty() {
-            offsets.push(0);
-        }
-        let sim = SimConfig {
-            a: config.a,
-            b: config.b,
-            baseline_a: args.baseline_a,
-            baseline_b: args.baseline_b,
-            service: config.service,
-            baseline_load: args.baseline_load,
-            offsets,
-        };
-        return super::simulate::run_ab(sim, args.json, interrupted);
+        return super::simulate::run_ab(simulated::config(&args, config)?, args.json, interrupted);
     }
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
     output::parameters("ab", &parameters(&config, &plan));

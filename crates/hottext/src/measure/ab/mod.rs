@@ -31,6 +31,7 @@ use super::stats::{Better, Comparison, MIN_ROUNDS};
 use super::MeasureError;
 use crate::os::cpus::{self, CpuSet};
 use report::report;
+pub(crate) use runner::capture;
 use runner::Runner;
 
 /// An interval wider than this (half-width relative to the median) is called noisy.

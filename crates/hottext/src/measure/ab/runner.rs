@@ -214,7 +214,7 @@ fn finish(
 }
 
 /// Group 1 of the first match in stdout, else in stderr (the whole match without a group).
-pub(super) fn capture(pattern: &Regex, captured: &Captured) -> Option<String> {
+pub(crate) fn capture(pattern: &Regex, captured: &Captured) -> Option<String> {
     [&captured.stdout, &captured.stderr]
         .iter()
         .find_map(|text| {

@@ -14,9 +14,12 @@
 
 use std::sync::atomic::AtomicBool;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
-use super::{simulate_in, Model, Simulated, Workload};
+use super::jobs::{self, SLOT_PLACEHOLDER};
+use super::{Checks, Model, ModelCounts, Simulated};
 use crate::measure::ab::{Service, Side};
 use crate::measure::stats::{median, Verdict};
 use crate::measure::MeasureError;
@@ -28,6 +31,9 @@ pub const SIMULATION_TOLERANCE: f64 = 0.01;
 /// Miss rates below this many per million instructions on both sides are noise (a server's
 /// background work, a baseline that happened to miss more than its run): no verdict.
 pub const NEGLIGIBLE_PER_MILLION: f64 = 1.0;
+
+/// The unit of the miss rates.
+const PER_MILLION: &str = "per M instr";
 
 /// The placeholder the commands use for the offset.
 pub const OFFSET_PLACEHOLDER: &str = "{offset}";
@@ -45,12 +51,26 @@ pub struct SimConfig {
     pub baseline_load: Option<String>,
     /// Substituted for `{offset}`; `[0]` when the commands do not name it.
     pub offsets: Vec<u64>,
+    /// The count of work (`checks.work`) and the output that must not differ.
+    pub checks: Checks,
+    /// The name of the count of work, for the per-unit rows (`instructions-per-NAME`).
+    pub work_name: String,
+    /// Simulations at once (see [`super::jobs`]); 1 runs them one after another.
+    pub jobs: usize,
+    /// The CPUs the servers of parallel jobs are pinned to, one per job slot, the service's
+    /// own CPU first.
+    pub cpus: Vec<u32>,
 }
 
 impl SimConfig {
     /// Whether the A or B command names `{offset}`: required when more than one offset is asked.
     pub fn names_offset(&self) -> bool {
         self.a.contains(OFFSET_PLACEHOLDER) || self.b.contains(OFFSET_PLACEHOLDER)
+    }
+
+    /// Whether both servers name `{slot}`, so that servers side by side can listen apart.
+    pub fn names_slot(&self) -> bool {
+        self.a.contains(SLOT_PLACEHOLDER) && self.b.contains(SLOT_PLACEHOLDER)
     }
 }
 
@@ -99,13 +119,22 @@ pub struct SimReport {
     pub offsets: Vec<u64>,
     pub startup_cancelled: bool,
     pub rows: Vec<SimRow>,
+    /// With --expect-same: each text the measured runs printed, and in how many runs.
+    pub same_outputs: BTreeMap<String, usize>,
     pub records: Vec<SimRecord>,
+}
+
+impl SimReport {
+    pub fn outputs_differ(&self) -> bool {
+        self.same_outputs.len() > 1
+    }
 }
 
 /// Called after each simulated side: (record, done, total).
 pub type SimProgress<'a> = dyn FnMut(&SimRecord, usize, usize) + 'a;
 
-/// Runs A and B at every offset (A first at even offsets, B first at odd ones).
+/// Runs A and B at every offset (A first at even offsets, B first at odd ones), up to
+/// `config.jobs` at once.
 pub fn run(
     config: &SimConfig,
     models: &[Model],
@@ -113,49 +142,16 @@ pub fn run(
     progress: &mut SimProgress,
 ) -> Result<SimReport, MeasureError> {
     let scratch = crate::measure::scratch_dir()?;
-    let total = 2 * config.offsets.len();
-    let mut records = Vec::with_capacity(total);
-    for (i, &offset) in config.offsets.iter().enumerate() {
-        let order = match i % 2 {
-            0 => [Side::A, Side::B],
-            _ => [Side::B, Side::A],
-        };
-        for side in order {
-            let at = |text: &str| text.replace(OFFSET_PLACEHOLDER, &offset.to_string());
-            let (command, baseline) = match side {
-                Side::A => (at(&config.a), config.baseline_a.as_deref().map(at)),
-                Side::B => (at(&config.b), config.baseline_b.as_deref().map(at)),
-            };
-            let workload = match &config.service {
-                None => Workload::Command {
-                    command: &command,
-                    baseline: baseline.as_deref(),
-                },
-                Some(service) => Workload::Service {
-                    server: &command,
-                    service,
-                    baseline_load: config.baseline_load.as_deref(),
-                },
-            };
-            let label = format!("offset{offset}-{side:?}");
-            let side_name = format!("{side:?}");
-            let simulated = simulate_in(
-                &workload,
-                models,
-                &side_name,
-                scratch.path(),
-                &label,
-                cancel,
-            )?;
-            let record = SimRecord {
-                offset,
-                side,
-                simulated,
-            };
-            progress(&record, records.len() + 1, total);
-            records.push(record);
-        }
-    }
+    let jobs = jobs::jobs(&config.offsets);
+    let total = jobs.len();
+    let records = jobs::run_all(
+        config,
+        models,
+        &jobs,
+        scratch.path(),
+        cancel,
+        &mut |record, done| progress(record, done, total),
+    )?;
     Ok(report(config, models, records))
 }
 
@@ -186,7 +182,7 @@ fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimR
                 .collect();
             let ratio = ratios.as_deref().and_then(Spread::of);
             if let (Some(a), Some(b)) = (Spread::of(&a), Spread::of(&b)) {
-                let negligible = !unit.is_empty() && a.max.max(b.max) < NEGLIGIBLE_PER_MILLION;
+                let negligible = unit == PER_MILLION && a.max.max(b.max) < NEGLIGIBLE_PER_MILLION;
                 rows.push(SimRow {
                     key,
                     label,
@@ -214,7 +210,7 @@ fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimR
         add(
             format!("{}-misses-per-m", model.key),
             format!("{} misses", model.label),
-            "per M instr",
+            PER_MILLION,
             &|s| {
                 s.models
                     .get(i)
@@ -222,8 +218,42 @@ fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimR
             },
         );
     }
+    if config.checks.work.is_some() {
+        let name = &config.work_name;
+        let per_work = |figure: fn(&ModelCounts) -> u64, i: usize| {
+            move |s: &Simulated| {
+                s.models
+                    .get(i)
+                    .and_then(|m| Some(figure(m) as f64 / m.work?))
+                    .unwrap_or(0.0)
+            }
+        };
+        add(
+            format!("instructions-per-{name}"),
+            format!("instructions per {name}"),
+            "",
+            &per_work(|m| m.instructions, last),
+        );
+        for (i, model) in models.iter().enumerate() {
+            add(
+                format!("{}-misses-per-{name}", model.key),
+                format!("{} misses per {name}", model.label),
+                "",
+                &per_work(|m| m.misses, i),
+            );
+        }
+    }
+    let mut same_outputs = BTreeMap::new();
+    for text in records
+        .iter()
+        .flat_map(|r| &r.simulated.models)
+        .filter_map(|m| m.same.clone())
+    {
+        *same_outputs.entry(text).or_insert(0) += 1;
+    }
     SimReport {
         models: models.to_vec(),
+        same_outputs,
         offsets: config.offsets.clone(),
         startup_cancelled: records.iter().all(|r| r.simulated.startup_cancelled),
         rows,
@@ -280,6 +310,8 @@ mod tests {
                     instructions: 10_000_000,
                     misses,
                     processes: 1,
+                    work: None,
+                    same: None,
                 }],
                 startup_cancelled: true,
             },
@@ -292,6 +324,10 @@ mod tests {
             service: None,
             baseline_load: None,
             offsets: vec![0],
+            checks: Checks::default(),
+            work_name: String::new(),
+            jobs: 1,
+            cpus: Vec::new(),
         };
         let models = &super::super::models::probe()[1..2];
         // 5 misses in 10 M instructions (0.5 per M) against none: noise, not a better layout.

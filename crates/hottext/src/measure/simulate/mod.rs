@@ -12,7 +12,9 @@
 //! [`compare`] runs A and B this way, at several start offsets of the hot range when the
 //! commands name them, and gives each figure's spread and a verdict.
 
+mod cachegrind;
 pub mod compare;
+pub mod jobs;
 pub mod models;
 
 use std::path::Path;
@@ -21,11 +23,12 @@ use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 
-use super::ab::Service;
+use super::ab::{capture, Regex, Service};
 use super::run::{run_captured, Captured};
 use super::server::Server;
 use super::MeasureError;
 use crate::os::cpus;
+use cachegrind::{read_totals, Totals};
 pub use models::Model;
 
 /// The environment variables the valgrind wrapper reads, so that no path or command is ever
@@ -58,11 +61,76 @@ pub struct ModelCounts {
     pub misses: u64,
     /// Processes that wrote counts in the measured run (the baseline's not included).
     pub processes: usize,
+    /// With a count of work ([`Checks::work`]): the run's net of its baseline's.
+    pub work: Option<f64>,
+    /// With `expect_same`: the text the measured run printed.
+    pub same: Option<String>,
 }
 
 impl ModelCounts {
     pub fn per_million_instructions(&self) -> f64 {
         self.misses as f64 * 1e6 / self.instructions.max(1) as f64
+    }
+}
+
+/// What the runs' output must show (the command's, or the load's for a server).
+#[derive(Debug, Clone, Default)]
+pub struct Checks {
+    /// Group 1 is the count of work a run did (requests served), so that figures compare per
+    /// unit of it: a time-based load does more or less work from run to run.
+    pub work: Option<Regex>,
+    /// Group 1 must be the same text in every measured run (a checksum, a request count).
+    pub expect_same: Option<Regex>,
+}
+
+impl Checks {
+    fn matched(
+        pattern: &Regex,
+        option: &'static str,
+        output: &Option<Captured>,
+        side: &str,
+        run: &str,
+    ) -> Result<String, MeasureError> {
+        let empty = Captured::default();
+        let captured = output.as_ref().unwrap_or(&empty);
+        capture(pattern, captured).ok_or_else(|| MeasureError::NoMatch {
+            side: side.to_string(),
+            run: run.to_string(),
+            option,
+            pattern: pattern.as_str().to_string(),
+            output: format!("{}{}", captured.stdout, captured.stderr),
+        })
+    }
+
+    fn work_of(
+        &self,
+        output: &Option<Captured>,
+        side: &str,
+        run: &str,
+    ) -> Result<f64, MeasureError> {
+        let Some(pattern) = &self.work else {
+            return Ok(0.0);
+        };
+        let text = Self::matched(pattern, "--metric", output, side, run)?;
+        text.trim()
+            .parse()
+            .map_err(|_| MeasureError::MetricNotNumber {
+                side: side.to_string(),
+                run: run.to_string(),
+                text,
+            })
+    }
+
+    fn same_of(
+        &self,
+        output: &Option<Captured>,
+        side: &str,
+        run: &str,
+    ) -> Result<Option<String>, MeasureError> {
+        self.expect_same
+            .as_ref()
+            .map(|p| Self::matched(p, "--expect-same", output, side, run))
+            .transpose()
     }
 }
 
@@ -72,14 +140,6 @@ pub struct Simulated {
     pub models: Vec<ModelCounts>,
     /// Whether a baseline run was subtracted.
     pub startup_cancelled: bool,
-}
-
-/// Totals of one run's cachegrind files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Totals {
-    instructions: u64,
-    misses: u64,
-    processes: usize,
 }
 
 /// Fails with the install command when valgrind cannot run.
@@ -100,6 +160,7 @@ pub fn simulate(
     simulate_in(
         workload,
         models,
+        &Checks::default(),
         "the command",
         scratch.path(),
         "run",
@@ -107,75 +168,107 @@ pub fn simulate(
     )
 }
 
-/// Runs `workload` once per model (and its baseline), files under `dir/label-*`.
+/// Runs `workload` once per model (and its baseline), files under `scratch/label-*`.
 pub(crate) fn simulate_in(
     workload: &Workload,
     models: &[Model],
+    checks: &Checks,
     side: &str,
-    dir: &Path,
+    scratch: &Path,
     label: &str,
     cancel: &AtomicBool,
 ) -> Result<Simulated, MeasureError> {
     let mut out = Vec::with_capacity(models.len());
     let mut startup_cancelled = false;
     for model in models {
-        let run_dir = |suffix: &str| dir.join(format!("{label}-{}{suffix}", model.key));
+        let run_dir = |suffix: &str| scratch.join(format!("{label}-{}{suffix}", model.key));
+        let run = |what: Option<&str>, suffix: &str| -> Result<Run, MeasureError> {
+            let dir = run_dir(suffix);
+            cachegrind::make_run_dir(scratch, &dir)?;
+            match workload {
+                Workload::Command { .. } => {
+                    run_command(what.unwrap_or_default(), model, &dir, side, cancel)
+                }
+                Workload::Service {
+                    server, service, ..
+                } => run_service(server, service, what, model, &dir, side, cancel),
+            }
+        };
         let (full, baseline) = match workload {
             Workload::Command { command, baseline } => (
-                run_command(command, model, &run_dir(""), side, cancel)?,
-                match baseline {
-                    Some(b) => Some(run_command(b, model, &run_dir("-baseline"), side, cancel)?),
-                    None => None,
-                },
+                run(Some(command), "")?,
+                baseline.map(|b| run(Some(b), "-baseline")).transpose()?,
             ),
             Workload::Service {
-                server,
                 service,
                 baseline_load,
+                ..
             } => (
-                run_service(
-                    server,
-                    service,
-                    Some(&service.load),
-                    model,
-                    &run_dir(""),
-                    side,
-                    cancel,
-                )?,
-                Some(run_service(
-                    server,
-                    service,
-                    *baseline_load,
-                    model,
-                    &run_dir("-baseline"),
-                    side,
-                    cancel,
-                )?),
+                run(Some(&service.load), "")?,
+                Some(run(*baseline_load, "-baseline")?),
             ),
         };
         startup_cancelled = baseline.is_some();
         let base = baseline.unwrap_or_default();
-        if full.instructions <= base.instructions {
+        if full.totals.instructions <= base.totals.instructions {
             return Err(MeasureError::BaselineNotSmaller {
                 side: side.to_string(),
                 model: model.key,
-                full: full.instructions,
-                baseline: base.instructions,
+                full: full.totals.instructions,
+                baseline: base.totals.instructions,
             });
         }
+        let what = |suffix| {
+            format!(
+                "the {} run{suffix} in {}",
+                model.key,
+                run_dir(suffix).display()
+            )
+        };
+        let work = match &checks.work {
+            None => None,
+            Some(pattern) => {
+                let done = checks.work_of(&full.output, side, &what(""))?;
+                let before = match &base.output {
+                    Some(output) => {
+                        checks.work_of(&Some(output.clone()), side, &what("-baseline"))?
+                    }
+                    None => 0.0,
+                };
+                if done <= before {
+                    return Err(MeasureError::NoWork {
+                        side: side.to_string(),
+                        model: model.key,
+                        pattern: pattern.as_str().to_string(),
+                        full: done,
+                        baseline: before,
+                    });
+                }
+                Some(done - before)
+            }
+        };
         out.push(ModelCounts {
             key: model.key,
-            instructions: full.instructions - base.instructions,
+            instructions: full.totals.instructions - base.totals.instructions,
             // A baseline can miss more than its run where both are near zero (the L2 iTLB):
             // that is 0, and compare gives no verdict on such rates.
-            misses: full.misses.saturating_sub(base.misses),
-            processes: full.processes,
+            misses: full.totals.misses.saturating_sub(base.totals.misses),
+            processes: full.totals.processes,
+            work,
+            same: checks.same_of(&full.output, side, &what(""))?,
         });
     }
     Ok(Simulated {
         models: out,
         startup_cancelled,
     })
+}
+
+/// One simulated run: its counts, and what the command (or the load) printed, if it ran.
+#[derive(Debug, Default)]
+struct Run {
+    totals: Totals,
+    output: Option<Captured>,
 }
 
 /// `sh -c`'s script that runs `$HOTTEXT_SIMULATED` under cachegrind with `model`.
@@ -188,30 +281,27 @@ fn valgrind_script(model: &Model) -> String {
     )
 }
 
-fn make_dir(dir: &Path) -> Result<(), MeasureError> {
-    std::fs::create_dir_all(dir).map_err(|source| MeasureError::Io {
-        what: format!("create {}", dir.display()),
-        source,
-    })
-}
-
 fn run_command(
     command: &str,
     model: &Model,
     dir: &Path,
     side: &str,
     cancel: &AtomicBool,
-) -> Result<Totals, MeasureError> {
-    make_dir(dir)?;
+) -> Result<Run, MeasureError> {
     let mut cmd = Command::new("sh");
     cmd.args(["-c", &valgrind_script(model)])
         .env(ENV_COMMAND, command)
         .env(ENV_DIR, dir);
     let captured = run_captured(cmd, "valgrind", None, cancel)?;
     check_exit(&captured, &format!("command {side} under valgrind"), dir)?;
-    read_totals(dir)
+    Ok(Run {
+        totals: read_totals(dir)?,
+        output: Some(captured),
+    })
 }
 
+/// A lifetime of the server under `load` (none: start, ready, stop). It is stopped leaves
+/// first, so that no process of it is killed before it wrote its counts.
 fn run_service(
     server: &str,
     service: &Service,
@@ -220,12 +310,12 @@ fn run_service(
     dir: &Path,
     side: &str,
     cancel: &AtomicBool,
-) -> Result<Totals, MeasureError> {
-    make_dir(dir)?;
+) -> Result<Run, MeasureError> {
     let env = [(ENV_COMMAND, server), (ENV_DIR, &*dir.to_string_lossy())];
     let script = valgrind_script(model);
     let mut running = Server::start(side, &script, &env, service.cpu, dir.join("server.log"))?;
     running.wait_ready(&service.ready, service.ready_timeout, cancel)?;
+    let mut output = None;
     if let Some(load) = load {
         let mut cmd = Command::new("sh");
         cmd.args(["-c", load]);
@@ -236,14 +326,18 @@ fn run_service(
         let captured = run_captured(cmd, "the load", None, cancel)?;
         check_exit(&captured, &format!("the load against server {side}"), dir)?;
         running.check_running()?;
+        output = Some(captured);
     }
-    if running.stop(service.stop_timeout).forced {
-        return Err(MeasureError::SimulationLost {
+    if running.stop_leaves_first(service.stop_timeout).forced {
+        return Err(MeasureError::ServerKilled {
             side: side.to_string(),
             dir: dir.display().to_string(),
         });
     }
-    read_totals(dir)
+    Ok(Run {
+        totals: read_totals(dir)?,
+        output,
+    })
 }
 
 fn check_exit(captured: &Captured, what: &str, dir: &Path) -> Result<(), MeasureError> {
@@ -259,72 +353,9 @@ fn check_exit(captured: &Captured, what: &str, dir: &Path) -> Result<(), Measure
     }
 }
 
-/// Sums the `summary:` lines of every process's cachegrind file in `dir`.
-fn read_totals(dir: &Path) -> Result<Totals, MeasureError> {
-    let io = |source| MeasureError::Io {
-        what: format!("read {}", dir.display()),
-        source,
-    };
-    let mut totals = Totals::default();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        let is_counts = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("cg."));
-        if !is_counts {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).map_err(io)?;
-        let (instructions, misses) =
-            parse_summary(&text).ok_or_else(|| MeasureError::SimulationLost {
-                side: "a process".into(),
-                dir: path.display().to_string(),
-            })?;
-        totals.instructions += instructions;
-        totals.misses += misses;
-        totals.processes += 1;
-    }
-    if totals.processes == 0 {
-        return Err(MeasureError::SimulationLost {
-            side: "every process".into(),
-            dir: dir.display().to_string(),
-        });
-    }
-    Ok(totals)
-}
-
-/// (Ir, I1mr) of a cachegrind output file: its `events:` names the columns of `summary:`.
-fn parse_summary(text: &str) -> Option<(u64, u64)> {
-    let mut events: Option<Vec<&str>> = None;
-    let mut summary: Option<Vec<u64>> = None;
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("events:") {
-            events = Some(rest.split_whitespace().collect());
-        } else if let Some(rest) = line.strip_prefix("summary:") {
-            summary = rest.split_whitespace().map(|v| v.parse().ok()).collect();
-        }
-    }
-    let (events, summary) = (events?, summary?);
-    let column = |name: &str| {
-        let i = events.iter().position(|e| *e == name)?;
-        summary.get(i).copied()
-    };
-    Some((column("Ir")?, column("I1mr")?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_summary_is_read_by_its_event_names() {
-        let text = "desc: I1 cache: 32768 B, 64 B, 8-way\ncmd: ./x\nevents: Ir I1mr ILmr Dr\n\
-                    fl=a.c\n1 5 1 0 2\nsummary: 1000 17 3 200\n";
-        assert_eq!(parse_summary(text), Some((1000, 17)));
-        assert_eq!(parse_summary("events: Ir\nsummary: 5\n"), None);
-        assert_eq!(parse_summary("events: Ir I1mr\n"), None);
-    }
 
     #[test]
     fn the_wrapper_splices_no_path_or_command() {
