@@ -140,17 +140,3 @@ pub fn bytes(n: u64) -> String {
         n => format!("{n} B"),
     }
 }
-
-/// Names a few items of a long list: "a, b, c and 97 more".
-pub fn some_of(items: &[impl AsRef<str>], most: usize) -> String {
-    let shown = items
-        .iter()
-        .take(most)
-        .map(AsRef::as_ref)
-        .collect::<Vec<&str>>()
-        .join(", ");
-    match items.len().saturating_sub(most) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
-}

@@ -9,6 +9,7 @@ use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::layout::{auto, Params};
 use hottext::link::{self, HotText, ScriptPlacement, Target, UnsafeNames};
+use hottext::listing::some_of;
 use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
@@ -170,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output::warn(format!(
             "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
             quoted.len(),
-            output::some_of(&quoted, 8)
+            some_of(&quoted)
         ));
     }
     write_atomic(&args.output, &written.bytes)

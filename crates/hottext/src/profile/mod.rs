@@ -278,7 +278,7 @@ pub enum ProfileError {
         event: String,
         problem: &'static str,
     },
-    #[error("no sample in {}: {why}; recorded from another program? mapped files: {}", binary.display(), some_of(mapped_files))]
+    #[error("no sample in {}: {why}; recorded from another program? mapped files: {}", binary.display(), crate::listing::some_of(mapped_files))]
     NotRecorded {
         binary: PathBuf,
         why: String,
@@ -310,22 +310,4 @@ pub fn read(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(Graph, Stats), ProfileError> {
     call_graph::build(perf_data, binary, opts, progress)
-}
-
-/// "a, b, c and 7 more": error messages name a few files or functions, not hundreds.
-pub(crate) fn some_of(items: &[String]) -> String {
-    const SHOWN: usize = 8;
-    if items.is_empty() {
-        return "none".into();
-    }
-    let shown = items
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    match items.len().saturating_sub(SHOWN) {
-        0 => shown,
-        more => format!("{shown} and {more} more"),
-    }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::planned::{compare_with_plan, PlanReport};
 use crate::binary::{Binary, StatedAddr, HOT_END, HOT_START, HUGE_PAGE};
 use crate::link::{HotText, Plan};
-use crate::profile::some_of;
+use crate::listing::some_of;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTextReport {

@@ -15,6 +15,7 @@ use hottext::layout::auto;
 use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
 use hottext::layout::{order, Algorithm, Params};
 use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeNames};
+use hottext::listing::some_of;
 use hottext::pipeline::rematch::{rematch, Matched};
 
 mod report;
@@ -243,7 +244,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "hottext: {} parts GCC split off as unlikely stay out of the hot range: {}",
             list.split_cold.len(),
-            output::some_of(&list.split_cold, 8)
+            some_of(&list.split_cold)
         );
     }
     if list.kept.is_empty() {
@@ -317,7 +318,7 @@ fn fit_to_binary(
         output::warn(format!(
             "{} of the profile's sampled functions are not in the binary and are left out: {}",
             matched.unmatched.len(),
-            output::some_of(&unmatched, 8)
+            some_of(&unmatched)
         ));
     }
     if !matched.renamed.is_empty() {
@@ -329,7 +330,7 @@ fn fit_to_binary(
         eprintln!(
             "hottext: {} functions found by their code under a new name: {}",
             renamed.len(),
-            output::some_of(&renamed, 8)
+            some_of(&renamed)
         );
     }
     Ok((graph, matched))
