@@ -279,3 +279,26 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Orders `p.profile` for `base` by C3 into `out` (and `markers.o`), with `extra` options.
+pub fn order_for_base(dir: &Path, format: &str, out: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "order",
+        "p.profile",
+        "--binary",
+        "base",
+        // The order under test is C3's (EXPECTED); the linker inputs are what is tested.
+        "--algorithm",
+        "c3",
+        "--format",
+        format,
+        "-o",
+        out,
+        "--markers",
+        "markers.o",
+    ];
+    args.extend_from_slice(extra);
+    let o = hottext(&args, dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    o
+}
