@@ -213,6 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             pid,
             interval.max(Duration::from_millis(100)),
             binary.as_ref().map(|b| b.links_runtime),
+            binary.as_ref().is_some_and(|b| built_by_rustc(b.bytes())),
         ));
     }
     let failed = checks.iter().any(|c| c.status == Status::Fail);

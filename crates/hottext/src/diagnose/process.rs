@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Check, Status};
+use super::{build_remedy, Check, Status};
 use crate::os::proc::Pid;
 use crate::verify::check_process;
 
@@ -149,7 +149,7 @@ fn text_pages_by_node(maps: &str, numa_maps: &str, exe: &str) -> Option<String> 
 
 /// `links_runtime`: whether the process's binary is linked with the runtime (`None`: unknown),
 /// which decides the remedy for a hot range off huge pages.
-pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>) -> Vec<Check> {
+pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>, rust: bool) -> Vec<Check> {
     let mut out = Vec::new();
     match status_field(pid, "THP_enabled").as_deref() {
         Some("0") => out.push(
@@ -242,20 +242,24 @@ pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>) -> Vec<
             Status::Warn,
             format!("{} of {} pages", r.huge_pages, r.pages.len()),
         )
-        .remedy(off_huge_pages_remedy(links_runtime, maps.as_deref())),
+        .remedy(off_huge_pages_remedy(links_runtime, rust, maps.as_deref())),
         Err(e) => Check::new(AREA, "hot range on huge pages", Status::Info, e.to_string()),
     });
     out
 }
 
 /// What to do about a hot range off huge pages: link the runtime, or, when it is there (linked
-/// or preloaded), find out why it declined.
-fn off_huge_pages_remedy(links_runtime: Option<bool>, maps: Option<&str>) -> &'static str {
+/// or preloaded), find out why it declined. `rust`: the binary is a Rust program, built by Cargo.
+fn off_huge_pages_remedy(links_runtime: Option<bool>, rust: bool, maps: Option<&str>) -> String {
     let preloaded = maps.is_some_and(|m| m.contains("libhottext_preload.so"));
     if links_runtime == Some(true) || preloaded {
-        "the runtime is there but mapped nothing: restart with HOTTEXT_VERBOSE=1 for its reason (RANGE_TOO_SMALL: write the linker input again, hottext order pads the range to whole 2 MiB pages by default, and relink), and see the huge-pages checks above"
+        "the runtime is there but mapped nothing: restart with HOTTEXT_VERBOSE=1 for its reason (RANGE_TOO_SMALL: write the linker input again, hottext order pads the range to whole 2 MiB pages by default, and relink), and see the huge-pages checks above".into()
     } else {
-        "link -lhottext_auto, and see the huge-pages checks above"
+        build_remedy(
+            rust,
+            "link -lhottext_auto, and see the huge-pages checks above",
+            "-L native=runtime/build/lib -C link-arg=-lhottext_auto after cargo rustc's -- (docs/build.md)",
+        )
     }
 }
 
@@ -281,13 +285,17 @@ mod tests {
     #[test]
     fn a_process_with_the_runtime_is_not_told_to_link_it() {
         let link = "link -lhottext_auto";
-        assert!(off_huge_pages_remedy(Some(false), None).starts_with(link));
-        assert!(
-            off_huge_pages_remedy(None, Some("7f00-7f01 r-xp 0 0:1 2 /lib/libc.so.6\n"))
-                .starts_with(link)
-        );
-        assert!(off_huge_pages_remedy(Some(true), None).contains("RANGE_TOO_SMALL"));
+        assert!(off_huge_pages_remedy(Some(false), false, None).starts_with(link));
+        assert!(off_huge_pages_remedy(
+            None,
+            false,
+            Some("7f00-7f01 r-xp 0 0:1 2 /lib/libc.so.6\n")
+        )
+        .starts_with(link));
+        assert!(off_huge_pages_remedy(Some(true), false, None).contains("RANGE_TOO_SMALL"));
         let preloaded = "7f00-7f01 r-xp 0 0:1 2 /usr/local/lib/libhottext_preload.so\n";
-        assert!(!off_huge_pages_remedy(None, Some(preloaded)).starts_with(link));
+        assert!(!off_huge_pages_remedy(None, false, Some(preloaded)).starts_with(link));
+        // A Rust program is told the Cargo way too.
+        assert!(off_huge_pages_remedy(Some(false), true, None).contains("Cargo: -L native="));
     }
 }
