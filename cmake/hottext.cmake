@@ -34,10 +34,13 @@
 #   not in the executable). LIBRARIES names the libraries instead, for libraries linked through
 #   generator expressions (configure names the link items it could not follow) or to leave one out;
 # - links it through a launcher (hottext_link.sh as <LANG>_LINKER_LAUNCHER, after any launcher
-#   the target had) that runs the target's own link command three times over: once into the
+#   the target had) that runs the target's own link command twice over: once into the
 #   "probe" (unresolved symbols allowed), then `hottext fetch --binary probe`, which fetches the
 #   profile by hash, checks it and writes the ordering input, then the real link with it. The
-#   probe is thus the real link line: the target's objects, its libraries, its options;
+#   probe is thus the real link line: the target's objects, its libraries, its options. Then
+#   `hottext verify --binary <target> --planned <input>` checks that every planned function is
+#   in the hot range and that the runtime can map it: on a failure, ON_MISSING fail fails the
+#   link (and removes the binary), warn says so in the build log;
 # - relinks it when the meta file changes;
 # - links the runtime by appending to its LINK_LIBRARIES property, which works whichever
 #   target_link_libraries signature (plain or keyword) the project uses for it.
@@ -154,6 +157,7 @@ function(hottext_optimize target)
   foreach(arg IN LISTS ordering)
     list(APPEND launcher --add "${arg}")
   endforeach()
+  list(APPEND launcher --verify "${input}" ${HT_ON_MISSING})
   list(APPEND launcher "${HOTTEXT_EXECUTABLE}" fetch --meta "${meta}" --binary "${probe}"
        --format ${format} -o "${input}" ${markers_args} ${store_args}
        --on-missing ${HT_ON_MISSING} --min-matched ${HT_MIN_MATCHED} --)

@@ -7,10 +7,13 @@
 #   	$(hottext_link)
 #
 # $(hottext_link) links the prerequisites' objects and archives with $(LDFLAGS) and $(LDLIBS)
-# three times over: a "probe" (unresolved symbols allowed: only names and code matter), then
+# twice over: a "probe" (unresolved symbols allowed: only names and code matter), then
 # `hottext fetch --binary probe`, which fetches the profile by hash, checks it and writes the
 # ordering input, then the real link with it. The probe is the real link without the ordering
 # and the runtime, so it holds the code of static libraries (prerequisites, or -lNAME in LDLIBS).
+# Last, `hottext verify --binary TARGET --planned INPUT`: every planned function in the hot
+# range, which the runtime can map; if not, HOTTEXT_ON_MISSING=fail removes the target and fails,
+# warn says so and keeps it.
 # The target relinks when the meta file changes ($(HOTTEXT_DEPS)).
 #
 # HOTTEXT_CFLAGS must reach every object linked into the program, those of its static libraries
@@ -74,4 +77,8 @@ define hottext_link
 		$(if $(HOTTEXT_MARKERS),--markers $(HOTTEXT_MARKERS)) \
 		--on-missing $(HOTTEXT_ON_MISSING) $(HOTTEXT_FETCH_ARGS)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o %.a,$^) $(HOTTEXT_LDFLAGS) $(LDLIBS) $(HOTTEXT_LIBS)
+	@$(HOTTEXT) verify --binary $@ --planned $(HOTTEXT_INPUT) || \
+		{ if [ $(HOTTEXT_ON_MISSING) = fail ]; then rm -f $@; \
+		echo "hottext.mk: $@ does not hold the hot range $(HOTTEXT_INPUT) planned (see above); it was removed" >&2; exit 1; \
+		else echo "hottext.mk: warning: $@ does not hold the hot range $(HOTTEXT_INPUT) planned (see above)" >&2; fi; }
 endef

@@ -235,6 +235,11 @@ fn configure_profile_rebuild_verify(lists: &str, core_lists: &str) {
     let second = run("cmake", &["--build", "build"], d);
     let log = format!("{}{}", stdout(&second), stderr(&second));
     assert!(log.contains("0 functions gone"), "{log}");
+    // The launcher verified the link against the plan.
+    assert!(
+        log.contains("planned functions in the range, 0 not planned"),
+        "{log}"
+    );
     let verify = hottext(&["verify", "--binary", "build/app", "--json"], d);
     assert!(
         verify.status.success(),
@@ -296,15 +301,9 @@ fn check_runtime(d: &Path, verified: &serde_json::Value) {
     let pages = hottext(&["verify", "--pid", &pid, "--json"], d);
     let report = json(&pages);
     let size = verified["size"].as_u64().unwrap();
-    if size >= HUGE_PAGE {
-        assert!(pages.status.success(), "{report:#}\n{said}");
-        assert!(report["huge_pages"].as_u64().unwrap() >= 1, "{report:#}");
-    } else {
-        // Today a hot range under 2 MiB holds no whole huge page: the runtime, linked and run,
-        // says so and leaves the text on 4 KiB pages. (Padding small ranges to 2 MiB, issue 33's
-        // first item, is another change; with it the branch above applies.)
-        assert!(said.contains("RANGE_TOO_SMALL"), "the runtime said: {said}");
-        assert_eq!(pages.status.code(), Some(1), "{report:#}");
-        assert_eq!(report["huge_pages"], 0, "{report:#}");
-    }
+    // The range is padded to a whole 2 MiB page (order's --pad-hot-range auto), so the runtime,
+    // linked and run, maps it.
+    assert!(size >= HUGE_PAGE, "{verified:#}");
+    assert!(pages.status.success(), "{report:#}\n{said}");
+    assert!(report["huge_pages"].as_u64().unwrap() >= 1, "{report:#}");
 }

@@ -5,6 +5,7 @@ mod common;
 mod support;
 
 use std::path::Path;
+use std::process::Command;
 
 use common::{hottext, run, stderr, stdout};
 use hottext::binary::Binary;
@@ -24,8 +25,13 @@ fn makefile_snippet_links_an_ordered_binary_and_relinks_when_the_meta_changes() 
     std::fs::write(d.join("Makefile"), makefile).unwrap();
     let hottext_bin = format!("HOTTEXT={}", env!("CARGO_BIN_EXE_hottext"));
     let out = run("make", &[&hottext_bin], d);
-    // make shows the recipes' stdout, where fetch reports.
+    // make shows the recipes' stdout, where fetch and then verify report.
     assert!(stdout(&out).contains("hot functions"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("planned functions in the range, 0 not planned"),
+        "{}",
+        stdout(&out)
+    );
     let verify = hottext(&["verify", "--binary", "svc"], d);
     assert!(
         verify.status.success(),
@@ -45,6 +51,45 @@ fn makefile_snippet_links_an_ordered_binary_and_relinks_when_the_meta_changes() 
     .unwrap();
     let relink = run("make", &[&hottext_bin], d);
     assert!(stdout(&relink).contains("version 2"), "{}", stdout(&relink));
+}
+
+#[test]
+fn makefile_snippet_fails_a_link_the_runtime_could_not_map_or_warns_as_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    publish(d);
+    let snippet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integrations/make/hottext.mk");
+    // Unpadded, the small program's hot range holds no whole 2 MiB page: verify fails on it.
+    let makefile = format!(
+        "HOTTEXT_META := svc.meta\nHOTTEXT_FETCH_ARGS := --pad-hot-range never\ninclude {}\n\
+         CFLAGS := -O1 -fno-inline $(HOTTEXT_CFLAGS)\nsvc: service.o $(HOTTEXT_DEPS)\n\t$(hottext_link)\n",
+        snippet.display()
+    );
+    std::fs::write(d.join("Makefile"), makefile).unwrap();
+    let hottext_bin = format!("HOTTEXT={}", env!("CARGO_BIN_EXE_hottext"));
+    let failed = Command::new("make")
+        .arg(&hottext_bin)
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(!failed.status.success(), "{}", stdout(&failed));
+    assert!(
+        stderr(&failed).contains("it was removed"),
+        "{}",
+        stderr(&failed)
+    );
+    assert!(
+        !d.join("svc").exists(),
+        "the unverified binary was left for the next make"
+    );
+    // With warn the binary stays, and the build log says why it is not what was planned.
+    let warned = run("make", &[&hottext_bin, "HOTTEXT_ON_MISSING=warn"], d);
+    assert!(
+        stderr(&warned).contains("warning: svc does not hold"),
+        "{}",
+        stderr(&warned)
+    );
+    assert!(d.join("svc").exists());
 }
 
 #[test]
