@@ -37,9 +37,10 @@ else
     cargo_fuzz=(env RUSTC_BOOTSTRAP=1 cargo fuzz)
 fi
 
-# libFuzzer: stop after the time, a 2 GB memory limit (the parsers must bound what they
-# allocate), 25 s per input counts as a hang.
-flags=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=25 -print_final_stats=1)
+# libFuzzer: stop after the time, a 2 GB memory limit and 1 GB for any one allocation (the
+# parsers must bound what they allocate: an allocation bomb is a failure, an oom-* artifact),
+# 25 s per input counts as a hang.
+flags=(-max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=25 -print_final_stats=1)
 summary=()
 crashed=0
 for t in $targets; do

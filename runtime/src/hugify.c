@@ -73,7 +73,7 @@ static const char *const sentences[] = {
     [HOTTEXT_ALREADY_DONE] = "the range is already on huge pages",
     [HOTTEXT_CAPPED] = "the cap on huge pages (2 MiB iTLB entries) is used up",
     [HOTTEXT_NO_HUGE_PAGES] = "no huge page could be had",
-    [HOTTEXT_SYSCALL_FAILED] = "a system call failed unexpectedly; the text is unchanged",
+    [HOTTEXT_SYSCALL_FAILED] = "a system call failed unexpectedly (the detail says whether the text is as it was)",
 };
 
 const char *hottext_status_name(int s)
@@ -273,9 +273,10 @@ static size_t try_backends(uintptr_t a, uintptr_t b, const struct hx_vma *vma, c
             res->backing = HOTTEXT_BACKING_FILE;
             return got;
         }
-        if (o->backing != HX_AUTO)
+        /* The text as it was, or restored; or, when the swap and every try to
+         * undo it failed, unmapped: nothing to copy, the detail says so. */
+        if (o->backing != HX_AUTO || !hottext__mapped(a, b - a))
             return 0;
-        /* a failed file path leaves the text as it was */
         hottext__say("%s; trying an anonymous copy", res->detail);
     }
     if (no_exec_gain) {

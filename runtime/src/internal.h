@@ -113,10 +113,14 @@ long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whyle
 
 /* ---- remap.c: the three ways to put [a, b) on huge pages ---- */
 /* Each returns the number of huge pages now backing [a, b) (> 0, the text was
- * swapped), or 0 with res->status/error/detail saying why (text untouched). */
+ * swapped), or 0 with res->status/error/detail saying why: the text as it
+ * was or restored, except when a failed swap could not be undone (the detail
+ * says "left it unmapped", and hottext__mapped is false). */
 size_t hottext__remap_file(uintptr_t a, uintptr_t b, const struct hx_vma *vma, int swap_partial,
                            hottext_result *res);
 size_t hottext__remap_copy(uintptr_t a, uintptr_t b, int hugetlb, const struct hx_vma *vma,
                            hottext_result *res);
+/* Whether every page of [a, a + len) is mapped, without allocating. */
+int hottext__mapped(uintptr_t a, size_t len);
 
 #endif

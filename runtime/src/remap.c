@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -54,14 +55,19 @@ static void *map_aligned(size_t len, int prot)
     return p;
 }
 
-/* Whether nothing is mapped at a (its first or last page): mincore fails
- * with ENOMEM on a hole. No file to open, so it still answers when the
- * process is out of memory or descriptors, which is when a swap fails. */
-static int unmapped(uintptr_t a, size_t len)
+/* Whether every page of [a, a + len) is mapped: mincore fails with ENOMEM
+ * on a hole. No file to open and no memory to allocate (a 2 MiB chunk at a
+ * time, its page vector on the stack), so it still answers when the process
+ * is out of memory or descriptors, which is when a swap fails. */
+int hottext__mapped(uintptr_t a, size_t len)
 {
-    unsigned char v;
-    return (mincore((void *)a, 1, &v) < 0 && errno == ENOMEM) ||
-           (mincore((void *)(a + len - 4096), 1, &v) < 0 && errno == ENOMEM);
+    unsigned char pages[HX_HUGE / 4096];
+    for (size_t off = 0; off < len; off += HX_HUGE) {
+        size_t n = len - off < HX_HUGE ? len - off : HX_HUGE;
+        if (mincore((void *)(a + off), n, pages) < 0 && errno == ENOMEM)
+            return 0;
+    }
+    return 1;
 }
 
 /* Put the text back at a after a failed swap left a hole there: tmp still
@@ -90,18 +96,36 @@ static int restore(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_v
     return -1;
 }
 
+/* Rounds of restore() before giving up, with pauses of 1, 2, 4 ... 128 ms
+ * between them (1.3 s in all): a fault that lasts a few calls or a moment
+ * (the kernel short of memory until reclaim catches up) must not leave the
+ * text unmapped, which would crash the program at its next hot call. */
+#define RESTORE_TRIES 16
+#define RESTORE_PAUSE_MAX_SHIFT 7
+
 /* Swap the prepared copy at tmp onto a. mremap(MREMAP_FIXED) unmaps the
  * destination before it moves the source, so a failure late in the move (out
- * of kernel memory) could leave a hole where the text was: see restore. */
+ * of kernel memory) could leave a hole where the text was: see restore. The
+ * prepared copy is the only other copy of the text's bytes, so it is freed
+ * only once the text is known to be back; if it never comes back, the copy
+ * stays mapped (and the caller must not read the range: hottext__mapped). */
 static int swap_in(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_vma *vma, hottext_result *res)
 {
     void *p = mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a);
     if (p == (void *)a)
         return 0;
     int err = errno;
-    int restored = unmapped(a, len) ? restore(tmp, a, len, fd, vma) : 2;
+    int restored = hottext__mapped(a, len) ? 2 : -1;
+    for (int i = 0; restored < 0 && i < RESTORE_TRIES; i++) {
+        if (i > 0) {
+            int shift = i - 1 < RESTORE_PAUSE_MAX_SHIFT ? i - 1 : RESTORE_PAUSE_MAX_SHIFT;
+            struct timespec pause = {0, 1000000L << shift};
+            nanosleep(&pause, NULL);
+        }
+        restored = restore(tmp, a, len, fd, vma);
+    }
     if (restored == 1)
-        return 0; /* the second move put the prepared copy in place: swapped */
+        return 0; /* a later move put the prepared copy in place: swapped */
     res->error = err;
     res->status = HOTTEXT_SYSCALL_FAILED;
     if (restored == 2) {
@@ -110,8 +134,9 @@ static int swap_in(void *tmp, uintptr_t a, size_t len, int fd, const struct hx_v
         hottext__detail(res, "mremap onto the text failed (%s) and unmapped it; restored from the prepared copy's bytes or the program file",
                         hottext__errname(err));
     } else {
-        hottext__detail(res, "mremap onto the text failed (%s) and left it unmapped; restoring it failed too",
-                        hottext__errname(err));
+        hottext__detail(res, "mremap onto the text failed (%s) and left it unmapped; %d tries to restore it failed (the prepared copy stays at %p)",
+                        hottext__errname(err), RESTORE_TRIES, tmp);
+        return -1;
     }
     munmap(tmp, len);
     return -1;
@@ -254,6 +279,14 @@ size_t hottext__remap_copy(uintptr_t a, uintptr_t b, int hugetlb, const struct h
 {
     size_t len = b - a, pages = len / HX_HUGE, huge = 0;
     char *tmp;
+    if (!hottext__mapped(a, len)) {
+        /* A swap before this one left a hole that nothing could fill: there is
+         * nothing to copy, and reading it would be a SIGSEGV. */
+        res->status = HOTTEXT_SYSCALL_FAILED;
+        hottext__detail(res, "%s: the text at %#lx is not mapped; nothing copied", hugetlb ? "hugetlb" : "anon",
+                        (unsigned long)a);
+        return 0;
+    }
     res->status = HOTTEXT_NO_HUGE_PAGES;
     if (hugetlb) {
         /* Private hugetlb mappings reserve their pages at mmap time, so an

@@ -3,6 +3,11 @@
  * HOTTEXT_FAULT_MREMAP=once|always: an mremap(MREMAP_FIXED) unmaps its
  *     destination and then fails with ENOMEM, as the kernel can when it runs
  *     out of memory late in the move (once: the first such call only).
+ * HOTTEXT_FAULT_CALLS="mmap mremap madvise" (any of them), HOTTEXT_FAULT_FROM=N
+ *     and HOTTEXT_FAULT_RUN=K: counting calls of the syscalls listed, the Nth
+ *     and every later one fail with ENOMEM (K = 0 or unset: persistent), or
+ *     only K of them in a row. A failing mremap(MREMAP_FIXED) unmaps its
+ *     destination first, as above.
  * HOTTEXT_FAULT_OPEN=1: open() of /proc/self/exe, or of a test program under
  *     a ".../run/" directory, fails with EACCES, so the program file cannot be
  *     reopened to restore the text. */
@@ -14,6 +19,44 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+/* Whether this call of `name` is to fail under HOTTEXT_FAULT_CALLS/FROM/RUN. */
+static int counted_fault(const char *name)
+{
+    static long calls;
+    const char *list = getenv("HOTTEXT_FAULT_CALLS"), *from = getenv("HOTTEXT_FAULT_FROM");
+    const char *run = getenv("HOTTEXT_FAULT_RUN");
+    size_t n = strlen(name);
+    const char *hit = list ? strstr(list, name) : NULL;
+    if (!hit || !from || (hit != list && hit[-1] != ' ') || (hit[n] && hit[n] != ' '))
+        return 0;
+    long nth = ++calls, first = atol(from), len = run ? atol(run) : 0;
+    return nth >= first && (len <= 0 || nth < first + len);
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    static void *(*real)(void *, size_t, int, int, int, off_t);
+    if (!real)
+        real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+    if (counted_fault("mmap")) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return real(addr, len, prot, flags, fd, off);
+}
+
+int madvise(void *addr, size_t len, int advice)
+{
+    static int (*real)(void *, size_t, int);
+    if (!real)
+        real = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
+    if (counted_fault("madvise")) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return real(addr, len, advice);
+}
 
 void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
@@ -29,9 +72,12 @@ void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
         va_end(ap);
     }
     const char *mode = getenv("HOTTEXT_FAULT_MREMAP");
-    if (dest && mode && (strcmp(mode, "always") == 0 || (strcmp(mode, "once") == 0 && !fired))) {
+    int fail = counted_fault("mremap") ||
+               (dest && mode && (strcmp(mode, "always") == 0 || (strcmp(mode, "once") == 0 && !fired)));
+    if (fail) {
         fired = 1;
-        munmap(dest, new_len);
+        if (dest)
+            munmap(dest, new_len);
         errno = ENOMEM;
         return MAP_FAILED;
     }

@@ -232,73 +232,8 @@ if [ "$(grep -c '^hottext:' "$T/silent.err")" = 0 ]; then ok "silent: nothing on
     fail silent "printed without HOTTEXT_VERBOSE"; fi
 
 # ---------------------------------------------------------------- fault matrix
-run disabled_env api self HOTTEXT_HUGIFY=0
-expect disabled_env DISABLED_BY_ENV 0 0
-
-run thp_disabled_prctl api thpoff
-expect thp_disabled_prctl THP_DISABLED_PROCESS 0 0
-
-if need_root thp_never $THP; then
-    if ! echo never > $THP 2>/dev/null; then
-        fail thp_never "cannot write $THP"
-    else
-        run thp_never api self
-        echo "$THP_SAVED" > $THP
-        expect thp_never THP_NEVER 0 0
-    fi
-    if [ "$(sed -n 's/.*\[\(.*\)\].*/\1/p' $THP)" = "$THP_SAVED" ]; then ok "thp_never: setting restored"; else
-        fail thp_restored "THP setting not restored"; fi
-fi
-
-# MDWE forbids the copy becoming executable. The file path needs no such
-# step (it maps the file read+execute, as ld.so does), so it may still work.
-run mdwe_anon api mdwe HOTTEXT_BACKING=anon
-expect mdwe_anon MDWE 0 0
-run mdwe_auto_4k api_4k mdwe
-expect mdwe_auto_4k MDWE 0 0
-run mdwe_file api mdwe
-expect mdwe_file OK $FULL $FULL file
-
-if need_root hugetlb_empty $NRHP; then
-    echo 0 > $NRHP
-    run hugetlb_empty api self HOTTEXT_BACKING=hugetlb
-    echo "$NRHP_SAVED" > $NRHP
-    expect hugetlb_empty NO_HUGE_PAGES 0 0
-fi
-
-run second_thread api thread
-expect second_thread MULTITHREADED 0 0
-
-run no_markers api_nomark self
-expect no_markers NO_MARKERS 0 0
-
-run range_too_small api_small self
-expect range_too_small RANGE_TOO_SMALL 0 0
-
-run abi api abi
-expect abi OK $FULL $FULL
-has abi "abi version=ok short=intact zero=untouched" "a shorter or unsized result is not written past; hottext_version() is the header's"
-
-run twice api twice
-expect twice ALREADY_DONE $FULL $FULL
-if [ "$(field twice first status)" = OK ]; then ok "twice: first call OK"; else
-    fail twice_first "first call: $(field twice first status)"; fi
-run twice_anon api_4k twice
-expect twice_anon ALREADY_DONE $FULL $FULL4K
-
-# A swap whose mremap unmaps the text and then fails (the kernel can, out of
-# memory late in the move) must not leave a hole: the program runs on (expect
-# checks its exit status, output and checksum), the text moved in by a second
-# try, or restored from the prepared copy's bytes, or from the program file.
-FAULT=LD_PRELOAD=$T/fault_shim.so
-run swap_fails_once api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_MREMAP=once
-expect swap_fails_once OK $FULL $FULL
-run swap_fails_no_file api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_MREMAP=always HOTTEXT_FAULT_OPEN=1
-expect swap_fails_no_file SYSCALL_FAILED 0 0
-has swap_fails_no_file "unmapped it; restored" "the text is restored without the program file"
-run swap_fails_file_path api self $FAULT HOTTEXT_FAULT_MREMAP=always
-expect swap_fails_file_path SYSCALL_FAILED 0 $FULL
-has swap_fails_file_path "unmapped it; restored" "the text is restored on the file path too"
+# (its own file: the settings refused, and the syscalls made to fail)
+. tests/fault_matrix.sh
 
 # ---------------------------------------------------------------- zero code change
 run ctor_dynamic auto none

@@ -5,10 +5,11 @@
 //! will act on is checked here against the file's size first.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Read};
 use std::ops::Range;
 use std::path::Path;
 
+use super::perf_sections::{HeaderSections, Sections};
 use super::pipe_header::check_pipe_records;
 use super::ProfileError;
 
@@ -19,19 +20,11 @@ const HEADER_SIZE: usize = 104;
 const ATTRS_AT: usize = 24;
 const DATA_SECTION_AT: usize = 40;
 const FEATURE_BITS_AT: usize = 72;
-/// A feature section's `{offset, size}` in the table after the data section.
-const FEATURE_ENTRY_SIZE: usize = 16;
 /// The header size a pipe-mode stream (`perf record -o -`) writes.
 pub(super) const PIPE_HEADER_SIZE: u64 = 16;
 /// Offsets in the header of `attr_size` and of `event_types` (offset, then size).
 const ATTR_SIZE_AT: usize = 16;
 const EVENT_TYPES_AT: usize = 56;
-/// `perf_event_attr` is at least `PERF_ATTR_SIZE_VER0` bytes; perf has grown it to 136 so far,
-/// and the limit leaves it room to grow while refusing nonsense.
-const ATTR_SIZE: std::ops::RangeInclusive<u64> = 64..=4096;
-/// The feature bit of `HEADER_EVENT_DESC`: the events, their names and sample ids.
-pub(super) const EVENT_DESC_BIT: u32 = 12;
-
 /// How the file is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Shape {
@@ -110,106 +103,25 @@ pub(super) fn check_header(
     if size < data_end.max(attrs_end) {
         return Err(truncated(data_end.max(attrs_end)));
     }
-    // linux-perf-data reads each feature section whole: a section past the end of the file
-    // would be a huge allocation rather than an error, so check the table after the data.
-    let sections: u32 = (FEATURE_BITS_AT..HEADER_SIZE)
-        .step_by(8)
-        .map(|at| word(at).count_ones())
-        .sum();
-    let mut table = vec![0u8; sections as usize * FEATURE_ENTRY_SIZE];
-    let io_err = |source| ProfileError::Io {
-        path: path.into(),
-        source,
+    let header_sections = HeaderSections {
+        attr_size: word(ATTR_SIZE_AT),
+        attrs: word(ATTRS_AT)..attrs_end,
+        event_types: word(EVENT_TYPES_AT)
+            ..word(EVENT_TYPES_AT).saturating_add(word(EVENT_TYPES_AT + 8)),
+        features: [0, 1, 2, 3].map(|i| word(FEATURE_BITS_AT + 8 * i)),
     };
-    file.seek(SeekFrom::Start(data_end)).map_err(io_err)?;
-    if read_up_to(file, &mut table).map_err(io_err)? < table.len() {
-        return Err(truncated(data_end + table.len() as u64));
-    }
-    for entry in table.chunks_exact(FEATURE_ENTRY_SIZE) {
-        let end = u64_at(entry, 0, big_endian).saturating_add(u64_at(entry, 8, big_endian));
-        if end > size {
-            return Err(truncated(end));
-        }
-    }
-
-    // The event descriptions come from EVENT_DESC, else from `event_types`, else from the
-    // attributes: check the one linux-perf-data will read.
-    let malformed = |msg: String| ProfileError::Malformed {
-        path: path.into(),
-        msg,
+    let mut sections = Sections {
+        path,
+        file,
+        size,
+        big_endian,
     };
-    let attr_size = word(ATTR_SIZE_AT);
-    if !ATTR_SIZE.contains(&attr_size) {
-        return Err(malformed(format!(
-            "its header gives {attr_size} bytes per event attribute; perf writes {} to {}",
-            ATTR_SIZE.start(),
-            ATTR_SIZE.end()
-        )));
-    }
-    if word(FEATURE_BITS_AT) >> EVENT_DESC_BIT & 1 == 1 {
-        let index = (word(FEATURE_BITS_AT) & ((1 << EVENT_DESC_BIT) - 1)).count_ones() as usize;
-        let entry = &table[index * FEATURE_ENTRY_SIZE..][..FEATURE_ENTRY_SIZE];
-        let (at, len) = (u64_at(entry, 0, big_endian), u64_at(entry, 8, big_endian));
-        let mut section = vec![0u8; len as usize]; // within the file: checked above
-        file.seek(SeekFrom::Start(at)).map_err(io_err)?;
-        if read_up_to(file, &mut section).map_err(io_err)? < section.len() {
-            return Err(truncated(at + len));
-        }
-        check_event_desc(&section, big_endian)
-            .map_err(|msg| malformed(format!("its event descriptions (EVENT_DESC): {msg}")))?;
-    } else {
-        let (at, len) = (word(EVENT_TYPES_AT), word(EVENT_TYPES_AT + 8));
-        if at.saturating_add(len) > size {
-            return Err(truncated(at.saturating_add(len)));
-        }
-        // Each entry is an attribute and the {offset, size} of its list of sample ids.
-        let entry_size = attr_size + 16;
-        for i in 0..len / entry_size {
-            let mut ids = [0u8; 16];
-            file.seek(SeekFrom::Start(at + i * entry_size + attr_size))
-                .map_err(io_err)?;
-            read_up_to(file, &mut ids).map_err(io_err)?;
-            let end = u64_at(&ids, 0, big_endian).saturating_add(u64_at(&ids, 8, big_endian));
-            if end > size {
-                return Err(truncated(end));
-            }
-        }
-    }
+    sections.check(&header_sections, data_end)?;
     Ok(Container {
         shape: Shape::File,
         records: data_offset..data_end,
         big_endian,
     })
-}
-
-/// Walks `HEADER_EVENT_DESC`: `nr` and `attr_size`, then per event the attribute, `nr_ids`,
-/// a length-prefixed name and `nr_ids` ids. Says which count the section cannot hold.
-pub(super) fn check_event_desc(section: &[u8], big_endian: bool) -> Result<(), String> {
-    let mut rest = section;
-    let mut take = |n: u64, what: &dyn Fn() -> String| -> Result<&[u8], String> {
-        if n > rest.len() as u64 {
-            return Err(format!(
-                "{}: {n} bytes, but only {} are left in the section",
-                what(),
-                rest.len()
-            ));
-        }
-        let (head, tail) = rest.split_at(n as usize);
-        rest = tail;
-        Ok(head)
-    };
-    let u32_of = |b: &[u8]| uint_at(b, 0, 4, big_endian);
-    let events = u32_of(take(4, &|| "the number of events".into())?);
-    let attr_size = u32_of(take(4, &|| "the attribute size".into())?);
-    for i in 0..events {
-        let event = || format!("event {} of {events}", i + 1);
-        take(attr_size, &|| format!("the attribute of {}", event()))?;
-        let ids = u32_of(take(4, &|| format!("the id count of {}", event()))?);
-        let name = u32_of(take(4, &|| format!("the name length of {}", event()))?);
-        take(name, &|| format!("the name of {}", event()))?;
-        take(ids * 8, &|| format!("the {ids} ids of {}", event()))?;
-    }
-    Ok(())
 }
 
 pub(super) fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
@@ -242,12 +154,17 @@ pub(super) fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
+pub(super) mod tests {
+    use std::io::{Seek, SeekFrom, Write};
 
     use super::*;
 
-    fn header(magic: &[u8; 8], header_size: u64, data_offset: u64, data_size: u64) -> Vec<u8> {
+    pub(in crate::profile) fn header(
+        magic: &[u8; 8],
+        header_size: u64,
+        data_offset: u64,
+        data_size: u64,
+    ) -> Vec<u8> {
         let mut h = vec![0u8; HEADER_SIZE];
         h[..8].copy_from_slice(magic);
         h[8..16].copy_from_slice(&header_size.to_le_bytes());
@@ -257,7 +174,7 @@ mod tests {
         h
     }
 
-    fn check(bytes: &[u8]) -> Result<Container, ProfileError> {
+    pub(in crate::profile) fn check(bytes: &[u8]) -> Result<Container, ProfileError> {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(bytes).unwrap();
         f.seek(SeekFrom::Start(0)).unwrap();

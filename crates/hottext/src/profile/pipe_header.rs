@@ -6,9 +6,8 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-use super::perf_header::{
-    check_event_desc, read_up_to, u64_at, uint_at, EVENT_DESC_BIT, PIPE_HEADER_SIZE,
-};
+use super::perf_header::{read_up_to, u64_at, uint_at, PIPE_HEADER_SIZE};
+use super::perf_sections::{check_event_desc, ids_within_budget, EVENT_DESC_BIT};
 use super::ProfileError;
 
 /// `struct perf_event_header`: type (u32), misc (u16), size (u16).
@@ -32,6 +31,8 @@ pub(super) fn check_pipe_records(
         source,
     };
     let mut at = PIPE_HEADER_SIZE;
+    // Each HEADER_ATTR record is an attribute and its sample ids: their bytes bound the ids.
+    let mut attr_bytes = 0u64;
     file.seek(SeekFrom::Start(at)).map_err(io_err)?;
     loop {
         let mut header = [0u8; RECORD_HEADER_SIZE];
@@ -64,6 +65,13 @@ pub(super) fn check_pipe_records(
                 size,
                 expected: Some(at + record_size),
             });
+        }
+        if record_type == HEADER_ATTR {
+            attr_bytes += body.len() as u64;
+            ids_within_budget(attr_bytes / 8).map_err(|msg| ProfileError::Malformed {
+                path: path.into(),
+                msg: format!("its events (HEADER_ATTR records, up to the one at byte {at}): {msg}"),
+            })?;
         }
         // The reader takes the low 32 bits of the u64 as the feature (found by fuzzing: a
         // feature word of 0x4e5a…_0000000c is its EVENT_DESC).

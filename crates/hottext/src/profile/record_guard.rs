@@ -4,6 +4,9 @@
 //! allocation of terabytes, which aborts the process instead of returning an error. Every other
 //! record is at most 64 KiB (its header's size is 16 bits).
 //!
+//! It also keeps the memory budget of [`super::record_budget`]: it tells the budget of every
+//! record and feeds it the bytes of compressed ones, before the crate has them whole.
+//!
 //! It also refuses a stream that ends inside a record: in pipe mode the crate takes any end of
 //! the stream for its end, so a pipe-mode file cut short would pass for a complete one.
 //!
@@ -15,9 +18,12 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::rc::Rc;
 
-/// `struct perf_event_header`, and the `size` field that opens an `AUXTRACE` record's body.
+use super::record_budget::{has_data_size, is_compressed, record_name, RecordBudget};
+
+/// `struct perf_event_header`, and the size field that opens the body of an `AUXTRACE` record
+/// (its trace's) and of a `COMPRESSED2` record (its data's).
 const HEADER: usize = 8;
-const WITH_TRACE_SIZE: usize = 16;
+const WITH_SIZE_FIELD: usize = 16;
 /// `PERF_RECORD_AUXTRACE`.
 const AUXTRACE: u32 = 71;
 
@@ -34,7 +40,7 @@ pub(super) struct RecordGuard<R> {
     position: u64,
     /// Where the next record starts, and the bytes of it seen so far.
     next: u64,
-    seen: [u8; WITH_TRACE_SIZE],
+    seen: [u8; WITH_SIZE_FIELD],
     seen_len: usize,
     /// Where the last record whose header was read starts.
     last_start: u64,
@@ -42,6 +48,9 @@ pub(super) struct RecordGuard<R> {
     /// its start again.
     lost: bool,
     verdict: StopReason,
+    budget: RecordBudget,
+    /// The bytes of the compressed record that the budget has still to see.
+    compressed: Option<Range<u64>>,
 }
 
 impl<R> RecordGuard<R> {
@@ -53,17 +62,20 @@ impl<R> RecordGuard<R> {
             records,
             big_endian,
             position: 0,
-            seen: [0; WITH_TRACE_SIZE],
+            seen: [0; WITH_SIZE_FIELD],
             seen_len: 0,
             lost: false,
             verdict,
+            budget: RecordBudget::new(big_endian),
+            compressed: None,
         }
     }
 
-    /// Walks the record headers in `chunk`, read at `start`.
+    /// Walks the record headers in `chunk`, read at `start`, and feeds the bytes of compressed
+    /// records to the budget.
     fn follow(&mut self, chunk: &[u8], start: u64) -> Result<(), String> {
         let end = start + chunk.len() as u64;
-        while !self.lost && self.next < self.records.end {
+        while !self.lost && self.feed_compressed(chunk, start)? && self.next < self.records.end {
             let want = self.next + self.seen_len as u64;
             if want < start {
                 self.lost = true; // bytes were skipped: the guard cannot follow
@@ -76,7 +88,7 @@ impl<R> RecordGuard<R> {
             let need = if self.seen_len < HEADER {
                 HEADER
             } else {
-                WITH_TRACE_SIZE
+                WITH_SIZE_FIELD
             };
             let take = (need - self.seen_len).min(chunk.len() - at);
             self.seen[self.seen_len..self.seen_len + take].copy_from_slice(&chunk[at..at + take]);
@@ -91,24 +103,74 @@ impl<R> RecordGuard<R> {
                 self.lost = true; // the crate reports it
                 break;
             }
-            let mut extent = size;
-            if record_type == AUXTRACE {
-                if self.seen_len < WITH_TRACE_SIZE {
-                    continue; // read the trace's size first
+            let sized = record_type == AUXTRACE || has_data_size(record_type);
+            if sized && self.seen_len < WITH_SIZE_FIELD {
+                if size < WITH_SIZE_FIELD as u64 {
+                    return Err(format!(
+                        "the {} record at byte {} is {size} bytes, too short for the size field it starts with",
+                        record_name(record_type),
+                        self.next
+                    ));
                 }
+                continue; // read the size field first
+            }
+            let (mut extent, mut body) = (size, size - HEADER as u64);
+            let mut compressed = self.next + HEADER as u64..self.next + size;
+            if record_type == AUXTRACE {
                 let trace = self.uint(HEADER, 8);
                 extent = size.saturating_add(trace);
+                body = body.saturating_add(trace);
                 if self.next.saturating_add(extent) > self.records.end {
                     return Err(format!(
                         "the AUXTRACE record at byte {} claims {trace} bytes of trace, but the records end at byte {}",
                         self.next, self.records.end
                     ));
                 }
+            } else if has_data_size(record_type) {
+                let data = self.uint(HEADER, 8);
+                if data > size - WITH_SIZE_FIELD as u64 {
+                    return Err(format!(
+                        "the {} record at byte {} claims {data} bytes of compressed data, but it is {size} bytes long",
+                        record_name(record_type),
+                        self.next
+                    ));
+                }
+                compressed =
+                    self.next + WITH_SIZE_FIELD as u64..self.next + WITH_SIZE_FIELD as u64 + data;
+            }
+            self.budget.record(record_type, self.next, body)?;
+            if is_compressed(record_type) {
+                self.compressed = Some(compressed);
             }
             self.next += extent;
             self.seen_len = 0;
         }
         Ok(())
+    }
+
+    /// Feeds the budget the bytes in `chunk` (read at `start`) of the compressed record the
+    /// headers led to; true once it has them all (or there is none), false when the rest comes
+    /// with the next chunk.
+    fn feed_compressed(&mut self, chunk: &[u8], start: u64) -> Result<bool, String> {
+        let Some(pending) = self.compressed.clone() else {
+            return Ok(true);
+        };
+        let end = start + chunk.len() as u64;
+        if pending.start < start {
+            self.lost = true; // bytes were skipped: the guard cannot follow
+            return Ok(false);
+        }
+        let upto = pending.end.min(end);
+        if pending.start < upto {
+            let slice = &chunk[(pending.start - start) as usize..(upto - start) as usize];
+            self.budget.inflate(slice)?;
+        }
+        if upto == pending.end {
+            self.compressed = None;
+            return Ok(true);
+        }
+        self.compressed = Some(upto.max(pending.start)..pending.end);
+        Ok(false)
     }
 
     fn uint(&self, at: usize, width: usize) -> u64 {
@@ -159,6 +221,8 @@ impl<R: Seek> Seek for RecordGuard<R> {
             self.next = self.records.start;
             self.seen_len = 0;
             self.lost = false;
+            self.budget.restart();
+            self.compressed = None;
         } else if self.position != self.next + self.seen_len as u64 {
             self.lost = true;
         }
