@@ -1,6 +1,7 @@
 //! `ab --simulate` and `stat --simulate` under the real valgrind, on real binaries: one with a
-//! function on every 4 KiB page (each call a new page and the same i-cache set), and the same
-//! code packed by a hottext linker script, linked at several hot-range offsets.
+//! function on every 4 KiB page (each call a new page and the same i-cache set), the same code
+//! packed by a hottext linker script, linked at several hot-range offsets, and the page-apart
+//! functions placed by a linker script in a hot range, for the model of its 2 MiB pages.
 
 mod common;
 
@@ -51,48 +52,51 @@ int main(int argc, char **argv) {
     s
 }
 
-/// `spread` (a function per page), and `hot-0`, `hot-64`, `hot-128`: the same objects linked
-/// with hottext's C3 order of a profile that names every function, at those hot offsets.
-fn build(dir: &Path) {
+/// `spread` (a function per page) and its objects and profile.
+fn build_spread(dir: &Path) {
     require("valgrind", &["--version"]);
     write(dir, "p.c", &program());
-    let compile = |flags: &[&str], out: &str| {
-        let mut args = vec!["-O2", "-ffunction-sections", "-c", "p.c", "-o", out];
-        args.extend_from_slice(flags);
-        run("gcc", &args, dir);
-    };
-    compile(&["-falign-functions=4096"], "spread.o");
+    compile(dir, &["-falign-functions=4096"], "spread.o");
     run("gcc", &["spread.o", "-o", "spread"], dir);
-    compile(&[], "p.o");
-    run("gcc", &["p.o", "-o", "base"], dir);
     let mut profile = String::from("# hottext profile v1\nfn main 200 10\n");
     for i in 0..FUNCTIONS {
         profile += &format!("fn f{i} 16 100\ncall main f{i} 100\n");
     }
     write(dir, "p.profile", &profile);
-    for offset in ["0", "64", "128"] {
-        let script = format!("hot-{offset}.ld");
-        let o = hottext(
-            &[
-                "order",
-                "p.profile",
-                "--binary",
-                "base",
-                "--format",
-                "ld-script",
-            ]
+}
+
+fn compile(dir: &Path, flags: &[&str], out: &str) {
+    let mut args = vec!["-O2", "-ffunction-sections", "-c", "p.c", "-o", out];
+    args.extend_from_slice(flags);
+    run("gcc", &args, dir);
+}
+
+/// Links `objects` into `out` with hottext's C3 order of the profile (every function hot) as
+/// an ld script, the hot range at `offset` (and padded to whole 2 MiB pages by default).
+fn link_ordered(dir: &Path, binary: &str, objects: &str, offset: &str, out: &str) {
+    let script = format!("{out}.ld");
+    let markers = format!("{out}-markers.o");
+    let o = hottext(
+        &["order", "p.profile", "--binary", binary, "--format"]
             .into_iter()
-            .chain(["--hot-offset", offset, "-o", &script, "--markers", "m.o"])
+            .chain(["ld-script", "--hot-offset", offset, "-o", &script])
+            .chain(["--markers", &markers])
             .collect::<Vec<_>>(),
-            dir,
-        );
-        assert!(o.status.success(), "{}", stderr(&o));
-        let link = format!("-Wl,-T,{script}");
-        run(
-            "gcc",
-            &["p.o", "m.o", &link, "-o", &format!("hot-{offset}")],
-            dir,
-        );
+        dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let link = format!("-Wl,-T,{script}");
+    run("gcc", &[objects, &markers, &link, "-o", out], dir);
+}
+
+/// `spread`, `base` (the same code packed by the compiler) and `hot-0`, `hot-64`, `hot-128`:
+/// base's objects linked in hottext's order at those hot offsets.
+fn build(dir: &Path) {
+    build_spread(dir);
+    compile(dir, &[], "p.o");
+    run("gcc", &["p.o", "-o", "base"], dir);
+    for offset in ["0", "64", "128"] {
+        link_ordered(dir, "base", "p.o", offset, &format!("hot-{offset}"));
     }
 }
 
@@ -206,11 +210,11 @@ fn stat_simulates_a_command_net_of_its_baseline() {
         dir.path(),
     ));
     let instructions = |v: &Value| {
-        v["simulated"]["models"][2]["instructions"]
+        v["simulated"]["models"][4]["instructions"]
             .as_u64()
             .unwrap()
     };
-    assert_eq!(full["simulated"]["models"].as_array().unwrap().len(), 3);
+    assert_eq!(full["simulated"]["models"].as_array().unwrap().len(), 5);
     assert_eq!(net["simulated"]["startup_cancelled"], true);
     // 100 rounds of the 100 calls, without the start-up the full run includes.
     let per_round = instructions(&net) as f64 / 100.0;
@@ -260,4 +264,104 @@ fn a_server_is_simulated_under_its_load_net_of_an_idle_lifetime() {
         "{instructions}"
     );
     assert_eq!(row(&report, "itlb-l1-misses-per-m")["verdict"], "b-better");
+    // The server's hot range is on a 2 MiB page in the 2 MiB-page run too; that page's misses
+    // can only fall.
+    let b = &record(&report, "B")["simulated"];
+    assert!(
+        b["hot_ranges"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|e| e.ends_with("/hot-0")),
+        "{b}"
+    );
+    let misses = |key: &str| counts(&report, "B", key)["misses"].as_u64().unwrap();
+    assert!(misses("itlb-l1-huge") <= misses("itlb-l1"), "{b}");
+}
+
+/// One side's record (at the first offset).
+fn record<'a>(report: &'a Value, side: &str) -> &'a Value {
+    report["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["side"] == side)
+        .unwrap_or_else(|| panic!("no record of side {side}: {report}"))
+}
+
+/// One side's counts of model `key` (at the first offset).
+fn counts<'a>(report: &'a Value, side: &str, key: &str) -> &'a Value {
+    let record = record(report, side);
+    record["simulated"]["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["key"] == key)
+        .unwrap_or_else(|| panic!("no model {key} in {record}"))
+}
+
+fn per_million(counts: &Value) -> f64 {
+    counts["misses"].as_f64().unwrap() * 1e6 / counts["instructions"].as_f64().unwrap()
+}
+
+/// Issue 33: the model of the hot range on 2 MiB pages shows what the runtime's huge pages add.
+/// B keeps A's function a page, so on 4 KiB pages both miss the L1 iTLB at every call; B's
+/// functions lie in its hot range, whose whole 2 MiB page takes one entry.
+#[test]
+fn the_hot_range_on_2_mib_pages_takes_its_misses_off_the_itlb() {
+    let dir = tempfile::tempdir().unwrap();
+    build_spread(dir.path());
+    link_ordered(dir.path(), "spread", "spread.o", "0", "hot-spread");
+    let report = json(&hottext(
+        &[
+            "ab",
+            "--simulate",
+            "--json",
+            "-a",
+            "./spread 300",
+            "--baseline-a",
+            "./spread 3",
+            "-b",
+            "./hot-spread 300",
+            "--baseline-b",
+            "./hot-spread 3",
+        ],
+        dir.path(),
+    ));
+    let hot_ranges = |side: &str| record(&report, side)["simulated"]["hot_ranges"].clone();
+    // A has no markers: no 2 MiB-page run, its figures are the 4 KiB ones.
+    assert_eq!(hot_ranges("A"), serde_json::json!({}), "{report}");
+    for level in ["itlb-l1", "itlb-l2"] {
+        let huge = format!("{level}-huge");
+        assert_eq!(
+            counts(&report, "A", level)["misses"],
+            counts(&report, "A", &huge)["misses"],
+            "{report}"
+        );
+    }
+    // B's one executable has its hot range on a whole 2 MiB page.
+    let b_ranges = hot_ranges("B");
+    let b_ranges = b_ranges.as_object().unwrap();
+    assert_eq!(b_ranges.len(), 1, "{b_ranges:?}");
+    let (executable, pages) = b_ranges.iter().next().unwrap();
+    assert!(executable.ends_with("/hot-spread"), "{executable}");
+    assert!(pages.as_u64().unwrap() >= 1, "{pages}");
+    // On 4 KiB pages B misses as A does (a page a call); on 2 MiB pages almost never.
+    let small = per_million(counts(&report, "B", "itlb-l1"));
+    let huge = per_million(counts(&report, "B", "itlb-l1-huge"));
+    assert!(
+        small > 1000.0,
+        "B's L1 iTLB misses per M on 4 KiB pages: {small}"
+    );
+    assert!(
+        huge < small / 20.0,
+        "on 2 MiB pages {huge}, on 4 KiB {small}"
+    );
+    let huge_row = row(&report, "itlb-l1-huge-misses-per-m");
+    assert_eq!(huge_row["verdict"], "b-better", "{huge_row}");
+    let small_row = row(&report, "itlb-l1-misses-per-m");
+    assert!(
+        small_row["ratio"]["min"].as_f64().unwrap() > 0.5,
+        "the 4 KiB figure is the layout's, not the huge pages': {small_row}"
+    );
 }

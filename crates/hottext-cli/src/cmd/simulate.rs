@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::bail;
 use hottext::measure::ab::Side;
 use hottext::measure::simulate::compare::{self, SimConfig, SimRecord, SimReport};
-use hottext::measure::simulate::{self, Model, Simulated, Workload};
+use hottext::measure::simulate::{self, HotRanges, Model, Simulated, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -20,6 +20,19 @@ fn models() -> anyhow::Result<Vec<Model>> {
     let models = simulate::models::probe();
     output::parameters("simulate", &models);
     Ok(models)
+}
+
+/// How many runs a side takes: one per model, the 2 MiB-page models one together, and only for
+/// a binary with a hot range; each with its baseline.
+fn runs_per_side(models: &[Model]) -> String {
+    let small = models.iter().filter(|m| m.huge_pages.is_none()).count();
+    let huge = models.len() - small;
+    match huge {
+        0 => format!("{small} runs a side"),
+        _ => format!(
+            "{small} runs a side, one more for a binary with a hot range (its {huge} models of 2 MiB pages)"
+        ),
+    }
 }
 
 fn spinner(len: u64, what: &str) -> ProgressBar {
@@ -53,10 +66,10 @@ pub fn run_ab(config: SimConfig, json: bool, interrupted: &AtomicBool) -> anyhow
     }
     let models = models()?;
     eprintln!(
-        "hottext: simulating {} side(s) × {} model(s) under valgrind (20-50× slower than native), {} at once",
+        "hottext: simulating {} side(s) under valgrind (20-50× slower than native), {} at once: {}",
         2 * config.offsets.len(),
-        models.len(),
-        config.jobs
+        config.jobs,
+        runs_per_side(&models)
     );
     let bar = spinner(2 * config.offsets.len() as u64, "simulated runs");
     let mut progress = |r: &SimRecord, done: usize, _: usize| {
@@ -91,6 +104,17 @@ fn print_ab(config: &SimConfig, r: &SimReport) -> anyhow::Result<()> {
     writeln!(out, "A  {}", config.a)?;
     writeln!(out, "B  {}", config.b)?;
     print_models(&mut out, &r.models, r.startup_cancelled)?;
+    let sides: Vec<(&str, HotRanges)> = [("A", Side::A), ("B", Side::B)]
+        .into_iter()
+        .map(|(name, side)| {
+            let ranges = r.records.iter().filter(|x| x.side == side);
+            let ranges = ranges
+                .flat_map(|x| x.simulated.hot_ranges.clone())
+                .collect();
+            (name, ranges)
+        })
+        .collect();
+    print_hot_ranges(&mut out, &sides)?;
     let offsets: Vec<String> = r.offsets.iter().map(u64::to_string).collect();
     writeln!(
         out,
@@ -169,13 +193,48 @@ fn print_models(out: &mut impl Write, models: &[Model], cancelled: bool) -> anyh
             "cpu" => "this CPU's geometry",
             _ => "default geometry (AMD Zen 2-4)",
         };
-        writeln!(out, "  {:<8} {} ({source})", m.label, m.describe())?;
+        writeln!(out, "  {:<12} {} ({source})", m.label, m.describe())?;
     }
     let startup = match cancelled {
         true => "start-up cancelled: each figure is the run minus its baseline run",
         false => "start-up included (no baseline run; give one to cancel it)",
     };
     writeln!(out, "{startup}")?;
+    Ok(())
+}
+
+/// Which executables had their hot range on 2 MiB pages in the huge-page models, per side.
+fn print_hot_ranges(out: &mut impl Write, sides: &[(&str, HotRanges)]) -> anyhow::Result<()> {
+    const SHOWN: usize = 3;
+    let described: Vec<String> = sides
+        .iter()
+        .map(|(side, ranges)| {
+            let prefix = match side.is_empty() {
+                true => String::new(),
+                false => format!("{side}: "),
+            };
+            if ranges.is_empty() {
+                return format!("{prefix}none, so its huge figures are its 4 KiB ones");
+            }
+            let mut listed: Vec<String> = ranges
+                .iter()
+                .take(SHOWN)
+                .map(|(executable, pages)| {
+                    let s = if *pages == 1 { "" } else { "s" };
+                    format!("{executable} ({pages} page{s})")
+                })
+                .collect();
+            if ranges.len() > SHOWN {
+                listed.push(format!("{} more", ranges.len() - SHOWN));
+            }
+            format!("{prefix}{}", listed.join(", "))
+        })
+        .collect();
+    writeln!(
+        out,
+        "hot range on whole 2 MiB pages (the huge models): {}",
+        described.join("; ")
+    )?;
     Ok(())
 }
 
@@ -215,6 +274,7 @@ pub fn run_stat(
     }
     let mut out = std::io::stdout().lock();
     print_models(&mut out, &models, simulated.startup_cancelled)?;
+    print_hot_ranges(&mut out, &[("", simulated.hot_ranges.clone())])?;
     let instructions = simulated.models.last().map_or(0, |m| m.instructions);
     writeln!(
         out,

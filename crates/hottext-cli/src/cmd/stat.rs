@@ -49,7 +49,8 @@ pub struct Args {
     pub json: bool,
     /// Simulate instead of counting: run the command under valgrind's cachegrind with models
     /// of the L1 iTLB, L2 iTLB and L1i (this CPU's geometry where known) and report exact
-    /// instructions and misses per million instructions; for machines without a PMU.
+    /// instructions and misses per million instructions; for machines without a PMU. The
+    /// "huge" iTLB rows put a hot range's whole 2 MiB pages on 2 MiB pages, as the runtime does.
     #[arg(long)]
     simulate: bool,
     /// With --simulate: the same program doing less work (a smaller input), run the same way;

@@ -135,6 +135,11 @@ pub enum MeasureError {
         full: f64,
         baseline: f64,
     },
+    #[error("the model {model} needs the model {beside} simulated beside it (it keeps that model's misses outside the hot range): simulate both")]
+    ModelNotSimulated {
+        model: &'static str,
+        beside: &'static str,
+    },
 }
 
 impl MeasureError {

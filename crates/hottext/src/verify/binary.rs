@@ -154,17 +154,28 @@ pub fn check_binary(binary: &Binary, plan: Option<&Plan>) -> HotTextReport {
 /// What to do about planned functions the linker left out.
 const MISSING_ADVICE: &str = "; check that the objects were compiled with -ffunction-sections (rustc does it by default), that the linker input is the one order or fetch wrote for this build, and that the link used it";
 
-/// The 2 MiB pages of `[s, e)` the runtime can map: rounded out where the executable segment
-/// that holds `s` has room, in where it has not (its mapping is the segment in 4 KiB pages).
+/// The whole 2 MiB pages of `binary`'s hot range the runtime can map, as `[start, end)`; none
+/// without both markers or without such a page. The simulation puts these on 2 MiB pages.
+pub fn mappable_hot_pages(binary: &Binary) -> Option<(StatedAddr, StatedAddr)> {
+    let (StatedAddr(s), StatedAddr(e)) = binary.hot_range()?;
+    let (a, b) = mappable_span(binary, s, e)?;
+    (b > a).then_some((StatedAddr(a), StatedAddr(b)))
+}
+
+/// How many 2 MiB pages of `[s, e)` the runtime can map.
 fn mappable_pages(binary: &Binary, s: u64, e: u64) -> u64 {
+    mappable_span(binary, s, e).map_or(0, |(a, b)| b.saturating_sub(a) / HUGE_PAGE)
+}
+
+/// The 2 MiB pages of `[s, e)` the runtime can map, as addresses `[a, b)` (`b <= a`: none):
+/// rounded out where the executable segment that holds `s` has room, in where it has not (its
+/// mapping is the segment in 4 KiB pages).
+fn mappable_span(binary: &Binary, s: u64, e: u64) -> Option<(u64, u64)> {
     const SMALL_PAGE: u64 = 4096;
-    let Some(segment) = binary
+    let segment = binary
         .exec_segments
         .iter()
-        .find(|g| g.start.0 <= s && s < g.start.0.saturating_add(g.mem_size))
-    else {
-        return 0;
-    };
+        .find(|g| g.start.0 <= s && s < g.start.0.saturating_add(g.mem_size))?;
     let map_start = segment.start.0 / SMALL_PAGE * SMALL_PAGE;
     let map_end = (segment.start.0 + segment.mem_size).next_multiple_of(SMALL_PAGE);
     let mut a = s / HUGE_PAGE * HUGE_PAGE;
@@ -174,5 +185,5 @@ fn mappable_pages(binary: &Binary, s: u64, e: u64) -> u64 {
     let b = e
         .next_multiple_of(HUGE_PAGE)
         .min(map_end / HUGE_PAGE * HUGE_PAGE);
-    b.saturating_sub(a) / HUGE_PAGE
+    Some((a, b))
 }

@@ -4,6 +4,6 @@ mod binary;
 mod planned;
 mod process;
 
-pub use binary::{check_binary, HotTextReport};
+pub use binary::{check_binary, mappable_hot_pages, HotTextReport};
 pub use planned::{compare_with_plan, PlanReport};
 pub use process::{check_process, Backing, PageReport, ProcessError, ProcessReport};

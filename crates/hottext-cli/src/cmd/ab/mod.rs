@@ -42,7 +42,10 @@ use crate::output;
 ///
 /// --simulate runs each side once per offset under valgrind's cachegrind instead (models of
 /// the L1 iTLB, L2 iTLB and L1i; exact instruction counts; misses per million instructions),
-/// for machines without a PMU; see the options. A server's figures are its lifetime under the
+/// for machines without a PMU; see the options. The rows "L1 iTLB huge" and "L2 iTLB huge"
+/// put the hot range's whole 2 MiB pages on 2 MiB pages, as the runtime maps them, and the
+/// rest of the code on 4 KiB pages: what the huge pages add (one more run for a binary with the
+/// hot range's markers; without them, the 4 KiB figures). A server's figures are its lifetime under the
 /// load minus a lifetime under --baseline-load (or none), so start-up cancels out; raise
 /// --ready-timeout, as valgrind runs a program 20-50× slower. Every process the server starts
 /// is counted (a master and its workers, also after they switch user); the server must stay in
@@ -143,8 +146,9 @@ pub struct Args {
     #[arg(long, value_name = "CMD", conflicts_with = "simulate")]
     setup_b: Option<String>,
     /// Simulate instead of counting: run each side under valgrind's cachegrind with models of
-    /// the L1 iTLB, L2 iTLB and L1i, and compare exact instruction counts and misses per
-    /// million instructions (for machines without a hardware PMU). One run per side and
+    /// the L1 iTLB, L2 iTLB (on 4 KiB pages, and with the hot range on 2 MiB pages) and L1i,
+    /// and compare exact instruction counts and misses per million instructions (for
+    /// machines without a hardware PMU). One run per side and
     /// offset: simulated counts do not vary between runs of the same work, so --runs does not
     /// apply (a server's load must do a fixed amount of work: ab -n N, not wrk -d).
     #[arg(long, conflicts_with = "higher_is_better")]

@@ -1,5 +1,7 @@
 //! Cachegrind's files of one simulated run: one `cg.PID` of counts and one `valgrind.PID.log`
-//! for every process valgrind ran, and their totals.
+//! for every process valgrind ran, and their totals; of those, the misses in the hot range's
+//! whole 2 MiB pages ([`super::hot_range`]), from the counts per function and the executable
+//! the log names.
 //!
 //! A process whose counts are missing is an error that names it, never a smaller total: the
 //! log is written from a process's start, the counts only at its exit, so a log without counts
@@ -8,14 +10,24 @@
 
 use std::path::Path;
 
+use foldhash::HashSet;
+
+use super::hot_range::{HotCode, HotRanges};
 use crate::measure::MeasureError;
 
 /// Totals of one run's cachegrind files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Totals {
     pub instructions: u64,
+    /// Of the I1 slot's structure.
     pub misses: u64,
     pub processes: usize,
+    /// Of `misses`, those of functions on an executable's hot 2 MiB pages.
+    pub hot_misses: u64,
+    /// The LL slot's misses of the same functions' instructions.
+    pub hot_ll_misses: u64,
+    /// The executables with hot pages the processes ran.
+    pub hot_ranges: HotRanges,
 }
 
 /// Makes a run directory that a server's processes can write their counts in after they switch
@@ -32,9 +44,10 @@ pub(super) fn make_run_dir(scratch: &Path, dir: &Path) -> Result<(), MeasureErro
     Ok(())
 }
 
-/// Sums the `summary:` lines of every process's cachegrind file in `dir`; an error when a
-/// process valgrind ran (it wrote a log) left no counts.
-pub(super) fn read_totals(dir: &Path) -> Result<Totals, MeasureError> {
+/// Sums the `summary:` lines of every process's cachegrind file in `dir`, and the misses of
+/// functions on hot pages of the executable its log names; an error when a process valgrind
+/// ran (it wrote a log) left no counts.
+pub(super) fn read_totals(dir: &Path, hot: &mut HotCode) -> Result<Totals, MeasureError> {
     let io = |source| MeasureError::Io {
         what: format!("read {}", dir.display()),
         source,
@@ -48,19 +61,26 @@ pub(super) fn read_totals(dir: &Path) -> Result<Totals, MeasureError> {
     names.sort();
     let mut totals = Totals::default();
     for pid in names.iter().filter_map(|n| pid_of(n, "valgrind.", ".log")) {
-        let counts = dir.join(format!("cg.{pid}"));
-        let text = std::fs::read_to_string(&counts).unwrap_or_default();
-        let Some((instructions, misses)) = parse_summary(&text) else {
-            let log = std::fs::read_to_string(dir.join(format!("valgrind.{pid}.log")));
+        let log =
+            std::fs::read_to_string(dir.join(format!("valgrind.{pid}.log"))).unwrap_or_default();
+        let executable = executable_of(&log);
+        let hot_functions = executable.and_then(|e| hot.of(Path::new(e)));
+        let text = std::fs::read_to_string(dir.join(format!("cg.{pid}"))).unwrap_or_default();
+        let Some(counts) = parse_counts(&text, hot_functions.map(|h| &h.names)) else {
             return Err(MeasureError::SimulationLost {
                 who: format!("process {pid}"),
                 dir: dir.display().to_string(),
-                why: lost_because(&log.unwrap_or_default()),
+                why: lost_because(&log),
             });
         };
-        totals.instructions += instructions;
-        totals.misses += misses;
+        totals.instructions += counts.instructions;
+        totals.misses += counts.misses;
+        totals.hot_misses += counts.hot_misses;
+        totals.hot_ll_misses += counts.hot_ll_misses;
         totals.processes += 1;
+        if let (Some(executable), Some(h)) = (executable, hot_functions) {
+            totals.hot_ranges.insert(executable.to_string(), h.pages);
+        }
     }
     if totals.processes == 0 {
         return Err(MeasureError::SimulationLost {
@@ -93,23 +113,58 @@ fn lost_because(log: &str) -> String {
     }
 }
 
-/// (Ir, I1mr) of a cachegrind output file: its `events:` names the columns of `summary:`.
-fn parse_summary(text: &str) -> Option<(u64, u64)> {
-    let mut events: Option<Vec<&str>> = None;
-    let mut summary: Option<Vec<u64>> = None;
+/// The executable a process ran, from its log: valgrind's `-v` names every object it reads the
+/// symbols of, the executable first.
+fn executable_of(log: &str) -> Option<&str> {
+    const READING: &str = "Reading syms from ";
+    log.lines()
+        .find_map(|line| Some(line[line.find(READING)? + READING.len()..].trim()))
+}
+
+/// One process's counts.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    instructions: u64,
+    misses: u64,
+    hot_misses: u64,
+    hot_ll_misses: u64,
+}
+
+/// The counts of a cachegrind output file: its `events:` names the columns of `summary:` and
+/// of the lines under each `fn=` (a line number, then the counts; absent trailing ones are 0),
+/// which are summed for the functions named in `hot`. None when the file is not whole.
+fn parse_counts(text: &str, hot: Option<&HashSet<String>>) -> Option<Counts> {
+    let mut columns = None;
+    let mut in_hot_function = false;
+    let mut counts = Counts::default();
+    let mut summary = None;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("events:") {
-            events = Some(rest.split_whitespace().collect());
+            let events: Vec<&str> = rest.split_whitespace().collect();
+            let at = |name: &str| events.iter().position(|e| *e == name);
+            columns = Some((at("Ir")?, at("I1mr")?, at("ILmr")));
         } else if let Some(rest) = line.strip_prefix("summary:") {
-            summary = rest.split_whitespace().map(|v| v.parse().ok()).collect();
+            summary = Some(parse_row(rest)?);
+        } else if let Some(name) = line.strip_prefix("fn=") {
+            in_hot_function = hot.is_some_and(|names| names.contains(name));
+        } else if in_hot_function && line.starts_with(|c: char| c.is_ascii_digit()) {
+            let (_, i1mr, ilmr) = columns?;
+            // The first field is the source line.
+            let row = parse_row(line)?;
+            let column = |i: usize| row.get(i + 1).copied().unwrap_or(0);
+            counts.hot_misses += column(i1mr);
+            counts.hot_ll_misses += ilmr.map_or(0, column);
         }
     }
-    let (events, summary) = (events?, summary?);
-    let column = |name: &str| {
-        let i = events.iter().position(|e| *e == name)?;
-        summary.get(i).copied()
-    };
-    Some((column("Ir")?, column("I1mr")?))
+    let (ir, i1mr, _) = columns?;
+    let summary = summary?;
+    counts.instructions = *summary.get(ir)?;
+    counts.misses = *summary.get(i1mr)?;
+    Some(counts)
+}
+
+fn parse_row(text: &str) -> Option<Vec<u64>> {
+    text.split_whitespace().map(|v| v.parse().ok()).collect()
 }
 
 #[cfg(test)]
@@ -119,10 +174,41 @@ mod tests {
     #[test]
     fn the_summary_is_read_by_its_event_names() {
         let text = "desc: I1 cache: 32768 B, 64 B, 8-way\ncmd: ./x\nevents: Ir I1mr ILmr Dr\n\
-                    fl=a.c\n1 5 1 0 2\nsummary: 1000 17 3 200\n";
-        assert_eq!(parse_summary(text), Some((1000, 17)));
-        assert_eq!(parse_summary("events: Ir\nsummary: 5\n"), None);
-        assert_eq!(parse_summary("events: Ir I1mr\n"), None);
+                    fl=a.c\nfn=f\n1 5 1 0 2\nsummary: 1000 17 3 200\n";
+        let totals = |text| parse_counts(text, None).map(|c| (c.instructions, c.misses));
+        assert_eq!(totals(text), Some((1000, 17)));
+        assert_eq!(totals("events: Ir\nsummary: 5\n"), None);
+        assert_eq!(totals("events: Ir I1mr\n"), None);
+    }
+
+    #[test]
+    fn hot_functions_sum_their_lines_misses_wherever_their_file_is() {
+        let text = "events: Ir I1mr ILmr\nfl=???\nfn=hot\n0 100 7 2\nfn=cold\n0 50 9 4\n\
+                    fl=h.h\nfn=hot\n3 10 1\n4 10\nsummary: 170 17 6\n";
+        let hot: HashSet<String> = ["hot".to_string()].into_iter().collect();
+        let counts = parse_counts(text, Some(&hot)).unwrap();
+        assert_eq!(
+            counts,
+            Counts {
+                instructions: 170,
+                misses: 17,
+                hot_misses: 8,
+                hot_ll_misses: 2
+            }
+        );
+        assert_eq!(parse_counts(text, None).unwrap().hot_misses, 0);
+        assert_eq!(
+            parse_counts("events: Ir I1mr\nfn=hot\n0 x\nsummary: 1 1\n", Some(&hot)),
+            None
+        );
+    }
+
+    #[test]
+    fn the_executable_is_the_first_object_valgrind_reads() {
+        let log = "==7== Command: ./p 1\n--7-- Valgrind library directory: /usr/libexec/valgrind\n\
+                   --7-- Reading syms from /tmp/x/p\n--7-- Reading syms from /usr/lib/ld.so\n";
+        assert_eq!(executable_of(log), Some("/tmp/x/p"));
+        assert_eq!(executable_of("==7== Cachegrind\n"), None);
     }
 
     #[test]
@@ -131,19 +217,20 @@ mod tests {
         let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
         write("valgrind.10.log", "==10== Cachegrind\n");
         write("cg.10", "events: Ir I1mr\nsummary: 100 2\n");
-        assert_eq!(read_totals(dir.path()).unwrap().instructions, 100);
+        let read = |dir: &Path| read_totals(dir, &mut HotCode::default());
+        assert_eq!(read(dir.path()).unwrap().instructions, 100);
         write(
             "valgrind.11.log",
             "==11== error: can't open cache simulation output file '/x/cg.11'\n",
         );
-        let msg = read_totals(dir.path()).unwrap_err().to_string();
+        let msg = read(dir.path()).unwrap_err().to_string();
         assert!(
             msg.contains("process 11") && msg.contains("switched to a user"),
             "{msg}"
         );
         write("cg.11", "events: Ir I1mr\nsummary: 50 1\n");
         write("valgrind.12.log", "==12== Cachegrind\n");
-        let msg = read_totals(dir.path()).unwrap_err().to_string();
+        let msg = read(dir.path()).unwrap_err().to_string();
         assert!(
             msg.contains("process 12") && msg.contains("SIGKILL"),
             "{msg}"

@@ -314,6 +314,7 @@ mod tests {
                     same: None,
                 }],
                 startup_cancelled: true,
+                hot_ranges: Default::default(),
             },
         };
         let config = SimConfig {

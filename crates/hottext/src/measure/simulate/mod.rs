@@ -1,7 +1,8 @@
 //! Simulated instruction-TLB and i-cache misses, for machines without a hardware PMU (most
 //! cloud VMs): the command, or the server under its load, runs under valgrind's cachegrind once
-//! per modelled structure ([`models`]), and every process it starts is counted
-//! (`--trace-children=yes`). Instruction counts under valgrind are exact, so a pure layout
+//! per modelled structure ([`models`]; both iTLB levels with the hot range on 2 MiB pages in one
+//! run, made only for an executable with such a range: [`hot_range`]), and every process it
+//! starts is counted (`--trace-children=yes`). Instruction counts under valgrind are exact, so a pure layout
 //! change shows the same instructions on both sides.
 //!
 //! Start-up cancels out: a figure is the difference between the run and a *baseline* run of the
@@ -13,8 +14,11 @@
 //! commands name them, and gives each figure's spread and a verdict.
 
 mod cachegrind;
+mod checks;
 pub mod compare;
+mod hot_range;
 pub mod jobs;
+mod lifetime;
 pub mod models;
 
 use std::path::Path;
@@ -23,18 +27,22 @@ use std::sync::atomic::AtomicBool;
 
 use serde::Serialize;
 
-use super::ab::{capture, Regex, Service};
-use super::run::{run_captured, Captured};
-use super::server::Server;
+use super::ab::Service;
 use super::MeasureError;
-use crate::os::cpus;
-use cachegrind::{read_totals, Totals};
+pub use checks::Checks;
+use hot_range::HotCode;
+pub use hot_range::HotRanges;
+use lifetime::Simulation;
 pub use models::Model;
+use models::Slot;
 
 /// The environment variables the valgrind wrapper reads, so that no path or command is ever
 /// spliced into a shell line.
 const ENV_COMMAND: &str = "HOTTEXT_SIMULATED";
 const ENV_DIR: &str = "HOTTEXT_SIMULATION_DIR";
+
+/// The name of the run of the 2 MiB-page models, in its directory's name.
+const HUGE_PAGES_RUN: &str = "itlb-huge";
 
 /// What runs under the simulator.
 #[derive(Debug, Clone)]
@@ -73,73 +81,16 @@ impl ModelCounts {
     }
 }
 
-/// What the runs' output must show (the command's, or the load's for a server).
-#[derive(Debug, Clone, Default)]
-pub struct Checks {
-    /// Group 1 is the count of work a run did (requests served), so that figures compare per
-    /// unit of it: a time-based load does more or less work from run to run.
-    pub work: Option<Regex>,
-    /// Group 1 must be the same text in every measured run (a checksum, a request count).
-    pub expect_same: Option<Regex>,
-}
-
-impl Checks {
-    fn matched(
-        pattern: &Regex,
-        option: &'static str,
-        output: &Option<Captured>,
-        side: &str,
-        run: &str,
-    ) -> Result<String, MeasureError> {
-        let empty = Captured::default();
-        let captured = output.as_ref().unwrap_or(&empty);
-        capture(pattern, captured).ok_or_else(|| MeasureError::NoMatch {
-            side: side.to_string(),
-            run: run.to_string(),
-            option,
-            pattern: pattern.as_str().to_string(),
-            output: format!("{}{}", captured.stdout, captured.stderr),
-        })
-    }
-
-    fn work_of(
-        &self,
-        output: &Option<Captured>,
-        side: &str,
-        run: &str,
-    ) -> Result<f64, MeasureError> {
-        let Some(pattern) = &self.work else {
-            return Ok(0.0);
-        };
-        let text = Self::matched(pattern, "--metric", output, side, run)?;
-        text.trim()
-            .parse()
-            .map_err(|_| MeasureError::MetricNotNumber {
-                side: side.to_string(),
-                run: run.to_string(),
-                text,
-            })
-    }
-
-    fn same_of(
-        &self,
-        output: &Option<Captured>,
-        side: &str,
-        run: &str,
-    ) -> Result<Option<String>, MeasureError> {
-        self.expect_same
-            .as_ref()
-            .map(|p| Self::matched(p, "--expect-same", output, side, run))
-            .transpose()
-    }
-}
-
 /// One side's simulated figures: one entry per model, in the models' order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Simulated {
     pub models: Vec<ModelCounts>,
     /// Whether a baseline run was subtracted.
     pub startup_cancelled: bool,
+    /// The executables the measured run ran whose hot range has whole 2 MiB pages, and how
+    /// many: the 2 MiB-page models put those pages on 2 MiB pages. Empty: no such executable,
+    /// and those models' figures are their 4 KiB-page models' own.
+    pub hot_ranges: HotRanges,
 }
 
 /// Fails with the install command when valgrind cannot run.
@@ -168,7 +119,9 @@ pub fn simulate(
     )
 }
 
-/// Runs `workload` once per model (and its baseline), files under `scratch/label-*`.
+/// Runs `workload` once per model (and its baseline), files under `scratch/label-*`: the
+/// 4 KiB-page and i-cache models a run each, then, when a process ran an executable with a hot
+/// range on whole 2 MiB pages, one run for both 2 MiB-page models ([`hot_range`]).
 pub(crate) fn simulate_in(
     workload: &Workload,
     models: &[Model],
@@ -178,189 +131,62 @@ pub(crate) fn simulate_in(
     label: &str,
     cancel: &AtomicBool,
 ) -> Result<Simulated, MeasureError> {
+    let simulation = Simulation {
+        workload,
+        checks,
+        side,
+        scratch,
+        label,
+        cancel,
+    };
+    let mut hot = HotCode::default();
+    let mut small = Vec::new();
+    for model in models.iter().filter(|m| m.huge_pages.is_none()) {
+        let lifetimes = simulation.lifetimes(&model.cachegrind_options(), model.key, &mut hot)?;
+        small.push((model.key, lifetimes));
+    }
+    // Every run sees every executable the workload runs; the first one's measured run tells.
+    let hot_ranges = small
+        .first()
+        .map(|(_, l)| l.full.totals.hot_ranges.clone())
+        .unwrap_or_default();
+    let huge_options: Vec<String> = models
+        .iter()
+        .filter(|m| m.huge_pages.is_some())
+        .flat_map(Model::cachegrind_options)
+        .collect();
+    let huge = match hot_ranges.is_empty() || huge_options.is_empty() {
+        true => None,
+        false => Some(simulation.lifetimes(&huge_options, HUGE_PAGES_RUN, &mut hot)?),
+    };
     let mut out = Vec::with_capacity(models.len());
-    let mut startup_cancelled = false;
     for model in models {
-        let run_dir = |suffix: &str| scratch.join(format!("{label}-{}{suffix}", model.key));
-        let run = |what: Option<&str>, suffix: &str| -> Result<Run, MeasureError> {
-            let dir = run_dir(suffix);
-            cachegrind::make_run_dir(scratch, &dir)?;
-            match workload {
-                Workload::Command { .. } => {
-                    run_command(what.unwrap_or_default(), model, &dir, side, cancel)
-                }
-                Workload::Service {
-                    server, service, ..
-                } => run_service(server, service, what, model, &dir, side, cancel),
-            }
-        };
-        let (full, baseline) = match workload {
-            Workload::Command { command, baseline } => (
-                run(Some(command), "")?,
-                baseline.map(|b| run(Some(b), "-baseline")).transpose()?,
-            ),
-            Workload::Service {
-                service,
-                baseline_load,
-                ..
-            } => (
-                run(Some(&service.load), "")?,
-                Some(run(*baseline_load, "-baseline")?),
-            ),
-        };
-        startup_cancelled = baseline.is_some();
-        let base = baseline.unwrap_or_default();
-        if full.totals.instructions <= base.totals.instructions {
-            return Err(MeasureError::BaselineNotSmaller {
-                side: side.to_string(),
+        let beside = model.huge_pages.map_or(model.key, |h| h.beside);
+        let Some((_, lifetimes)) = small.iter().find(|(key, _)| *key == beside) else {
+            return Err(MeasureError::ModelNotSimulated {
                 model: model.key,
-                full: full.totals.instructions,
-                baseline: base.totals.instructions,
+                beside,
             });
-        }
-        let what = |suffix| {
-            format!(
-                "the {} run{suffix} in {}",
-                model.key,
-                run_dir(suffix).display()
-            )
         };
-        let work = match &checks.work {
-            None => None,
-            Some(pattern) => {
-                let done = checks.work_of(&full.output, side, &what(""))?;
-                let before = match &base.output {
-                    Some(output) => {
-                        checks.work_of(&Some(output.clone()), side, &what("-baseline"))?
-                    }
-                    None => 0.0,
-                };
-                if done <= before {
-                    return Err(MeasureError::NoWork {
-                        side: side.to_string(),
-                        model: model.key,
-                        pattern: pattern.as_str().to_string(),
-                        full: done,
-                        baseline: before,
-                    });
-                }
-                Some(done - before)
+        let mut counts = match (model.huge_pages, &huge) {
+            (Some(on), Some(huge)) => {
+                simulation.net(model.key, &lifetimes.on_huge_pages(huge, on.slot))?
             }
+            _ => simulation.net(model.key, lifetimes)?,
         };
-        out.push(ModelCounts {
-            key: model.key,
-            instructions: full.totals.instructions - base.totals.instructions,
-            // A baseline can miss more than its run where both are near zero (the L2 iTLB):
-            // that is 0, and compare gives no verdict on such rates.
-            misses: full.totals.misses.saturating_sub(base.totals.misses),
-            processes: full.totals.processes,
-            work,
-            same: checks.same_of(&full.output, side, &what(""))?,
-        });
+        // `same_outputs` counts runs: the 2 MiB-page models share one run (the I1 model
+        // carries its text), and without that run they repeat their 4 KiB models'.
+        if model
+            .huge_pages
+            .is_some_and(|on| huge.is_none() || on.slot != Slot::I1)
+        {
+            counts.same = None;
+        }
+        out.push(counts);
     }
     Ok(Simulated {
         models: out,
-        startup_cancelled,
+        startup_cancelled: small.iter().all(|(_, l)| l.baseline.is_some()),
+        hot_ranges,
     })
-}
-
-/// One simulated run: its counts, and what the command (or the load) printed, if it ran.
-#[derive(Debug, Default)]
-struct Run {
-    totals: Totals,
-    output: Option<Captured>,
-}
-
-/// `sh -c`'s script that runs `$HOTTEXT_SIMULATED` under cachegrind with `model`.
-fn valgrind_script(model: &Model) -> String {
-    format!(
-        "exec valgrind --tool=cachegrind --cache-sim=yes {} --trace-children=yes \
-         \"--cachegrind-out-file=${ENV_DIR}/cg.%p\" \"--log-file=${ENV_DIR}/valgrind.%p.log\" \
-         sh -c \"${ENV_COMMAND}\"",
-        model.cachegrind_option()
-    )
-}
-
-fn run_command(
-    command: &str,
-    model: &Model,
-    dir: &Path,
-    side: &str,
-    cancel: &AtomicBool,
-) -> Result<Run, MeasureError> {
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &valgrind_script(model)])
-        .env(ENV_COMMAND, command)
-        .env(ENV_DIR, dir);
-    let captured = run_captured(cmd, "valgrind", None, cancel)?;
-    check_exit(&captured, &format!("command {side} under valgrind"), dir)?;
-    Ok(Run {
-        totals: read_totals(dir)?,
-        output: Some(captured),
-    })
-}
-
-/// A lifetime of the server under `load` (none: start, ready, stop). It is stopped leaves
-/// first, so that no process of it is killed before it wrote its counts.
-fn run_service(
-    server: &str,
-    service: &Service,
-    load: Option<&str>,
-    model: &Model,
-    dir: &Path,
-    side: &str,
-    cancel: &AtomicBool,
-) -> Result<Run, MeasureError> {
-    let env = [(ENV_COMMAND, server), (ENV_DIR, &*dir.to_string_lossy())];
-    let script = valgrind_script(model);
-    let mut running = Server::start(side, &script, &env, service.cpu, dir.join("server.log"))?;
-    running.wait_ready(&service.ready, service.ready_timeout, cancel)?;
-    let mut output = None;
-    if let Some(load) = load {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", load]);
-        let allowed: Vec<u32> = cpus::own()
-            .map(|set| set.iter().collect())
-            .unwrap_or_default();
-        service.pin_load(&mut cmd, &allowed);
-        let captured = run_captured(cmd, "the load", None, cancel)?;
-        check_exit(&captured, &format!("the load against server {side}"), dir)?;
-        running.check_running()?;
-        output = Some(captured);
-    }
-    if running.stop_leaves_first(service.stop_timeout).forced {
-        return Err(MeasureError::ServerKilled {
-            side: side.to_string(),
-            dir: dir.display().to_string(),
-        });
-    }
-    Ok(Run {
-        totals: read_totals(dir)?,
-        output,
-    })
-}
-
-fn check_exit(captured: &Captured, what: &str, dir: &Path) -> Result<(), MeasureError> {
-    match captured.status {
-        None => Err(MeasureError::Interrupted),
-        Some(status) if status.success() => Ok(()),
-        Some(status) => Err(MeasureError::CommandFailed {
-            side: what.to_string(),
-            run: format!("the simulated run in {}", dir.display()),
-            status: status.to_string(),
-            stderr: captured.stderr.clone(),
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_wrapper_splices_no_path_or_command() {
-        let script = valgrind_script(&models::probe()[2]);
-        assert!(script.contains("sh -c \"$HOTTEXT_SIMULATED\""), "{script}");
-        assert!(script.contains("\"--cachegrind-out-file=$HOTTEXT_SIMULATION_DIR/cg.%p\""));
-    }
 }

@@ -5,8 +5,17 @@
 //! figures the hot-text papers report: L1 iTLB misses, L2 iTLB misses (each a page walk) and
 //! L1i misses. The geometry is this CPU's where it says so (the i-cache from sysfs, the iTLBs
 //! from AMD's CPUID leaves), else that of AMD Zen 2-4, which `bench/postgres/sim.py` used.
+//!
+//! Two more models put the hot range's whole 2 MiB pages, those the runtime maps, on 2 MiB
+//! pages ([`super::hot_range`]): the iTLB entries for 2 MiB pages, from the same CPUID leaves,
+//! else Zen 2-4's (their L1 iTLB holds 64 pages of any size, fully associative; their L2 iTLB
+//! 512 pages of 4 KiB or 2 MiB, 8-way: AMD's software optimization guides for families 17h and
+//! 19h). Intel's Skylake has 8 fully associative L1 entries for 2 MiB pages beside 128 for 4 KiB
+//! ones; its leaf 0x18 is not read, as for the 4 KiB models.
 
 use serde::Serialize;
+
+use crate::binary::HUGE_PAGE;
 
 /// One modelled structure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,12 +29,40 @@ pub struct Model {
     pub line: u64,
     /// Where the geometry came from: `cpu` or `default`.
     pub source: &'static str,
+    /// Set on the models of the hot range on 2 MiB pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_pages: Option<OnHugePages>,
+}
+
+/// A model of the hot range on 2 MiB pages: its figure is the misses of the 4 KiB-page model
+/// `beside` outside the range's whole 2 MiB pages plus its own inside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OnHugePages {
+    pub beside: &'static str,
+    /// Where the model sits in the one cachegrind run of 2 MiB pages.
+    #[serde(skip)]
+    pub slot: Slot,
+}
+
+/// Cachegrind's two instruction caches, so that both 2 MiB-page iTLB levels take one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The first-level cache: every instruction fetch looks it up.
+    I1,
+    /// The last-level cache: the fetches the I1 missed look it up, as the L2 iTLB is looked up
+    /// on an L1 miss. Data the D1 missed would too; the D1 gets the LL's geometry, so that
+    /// only a data region's first touch of a 2 MiB page reaches it.
+    LL,
 }
 
 impl Model {
-    /// Cachegrind's option that makes its first-level i-cache this structure.
-    pub fn cachegrind_option(&self) -> String {
-        format!("--I1={},{},{}", self.bytes, self.ways, self.line)
+    /// Cachegrind's options that make its cache in this model's slot this structure.
+    pub fn cachegrind_options(&self) -> Vec<String> {
+        let geometry = format!("{},{},{}", self.bytes, self.ways, self.line);
+        match self.huge_pages.map(|h| h.slot) {
+            None | Some(Slot::I1) => vec![format!("--I1={geometry}")],
+            Some(Slot::LL) => vec![format!("--LL={geometry}"), format!("--D1={geometry}")],
+        }
     }
 
     /// `64 entries, fully associative, 4096 B pages`
@@ -37,7 +74,11 @@ impl Model {
             format!("{}-way", self.ways)
         };
         match self.line {
-            4096 => format!("{entries} entries, {ways}, 4 KiB pages"),
+            PAGE => format!("{entries} entries, {ways}, 4 KiB pages"),
+            HUGE_PAGE => format!(
+                "{entries} entries, {ways}, 2 MiB pages: the hot range's whole pages; other code as {}",
+                self.huge_pages.map_or("4 KiB", |h| h.beside)
+            ),
             line => format!("{} KiB, {ways}, {line} B lines", self.bytes / 1024),
         }
     }
@@ -53,7 +94,9 @@ impl Model {
 
 const PAGE: u64 = 4096;
 
-fn default_models() -> [Model; 3] {
+/// The models in the order the reports list them; the i-cache last.
+fn default_models() -> [Model; 5] {
+    let on_huge_pages = |beside, slot| Some(OnHugePages { beside, slot });
     [
         Model {
             key: "itlb-l1",
@@ -62,6 +105,7 @@ fn default_models() -> [Model; 3] {
             ways: 64,
             line: PAGE,
             source: "default",
+            huge_pages: None,
         },
         Model {
             key: "itlb-l2",
@@ -70,6 +114,25 @@ fn default_models() -> [Model; 3] {
             ways: 8,
             line: PAGE,
             source: "default",
+            huge_pages: None,
+        },
+        Model {
+            key: "itlb-l1-huge",
+            label: "L1 iTLB huge",
+            bytes: 64 * HUGE_PAGE,
+            ways: 64,
+            line: HUGE_PAGE,
+            source: "default",
+            huge_pages: on_huge_pages("itlb-l1", Slot::I1),
+        },
+        Model {
+            key: "itlb-l2-huge",
+            label: "L2 iTLB huge",
+            bytes: 512 * HUGE_PAGE,
+            ways: 8,
+            line: HUGE_PAGE,
+            source: "default",
+            huge_pages: on_huge_pages("itlb-l2", Slot::LL),
         },
         Model {
             key: "icache",
@@ -78,17 +141,20 @@ fn default_models() -> [Model; 3] {
             ways: 8,
             line: 64,
             source: "default",
+            huge_pages: None,
         },
     ]
 }
 
-/// The three models with this CPU's geometry where it is known and cachegrind can model it.
+/// The models with this CPU's geometry where it is known and cachegrind can model it.
 pub fn probe() -> Vec<Model> {
-    let [mut l1, mut l2, mut icache] = default_models();
-    let (tlb1, tlb2) = amd_itlbs();
+    let [mut l1, mut l2, mut l1_huge, mut l2_huge, mut icache] = default_models();
+    let [tlb1, tlb2, tlb1_huge, tlb2_huge] = amd_itlbs();
     for (model, probed) in [
         (&mut l1, tlb1),
         (&mut l2, tlb2),
+        (&mut l1_huge, tlb1_huge),
+        (&mut l2_huge, tlb2_huge),
         (&mut icache, sysfs_icache()),
     ] {
         if let Some((entries_or_bytes, ways, line)) = probed {
@@ -104,7 +170,7 @@ pub fn probe() -> Vec<Model> {
             }
         }
     }
-    vec![l1, l2, icache]
+    vec![l1, l2, l1_huge, l2_huge, icache]
 }
 
 /// The L1 instruction cache as the kernel describes it: (bytes, ways, line).
@@ -129,11 +195,12 @@ fn sysfs_icache() -> Option<(u64, u64, u64)> {
 
 type Geometry = Option<(u64, u64, u64)>;
 
-/// The 4 KiB-page instruction TLBs from AMD's CPUID leaves 0x80000005 and 0x80000006, as
-/// (bytes covered, ways, page). Intel describes its TLBs in leaf 0x18 in a form cachegrind
-/// cannot always model; there the defaults stand.
+/// The instruction TLBs from AMD's CPUID leaves 0x80000005 and 0x80000006 as (bytes covered,
+/// ways, page): L1 and L2 for 4 KiB pages (register EBX), then for 2 MiB pages (EAX, the same
+/// layout). Intel describes its TLBs in leaf 0x18 in a form cachegrind cannot always model;
+/// there the defaults stand.
 #[cfg(target_arch = "x86_64")]
-fn amd_itlbs() -> (Geometry, Geometry) {
+fn amd_itlbs() -> [Geometry; 4] {
     use std::arch::x86_64::__cpuid;
     // SAFETY: CPUID exists on every x86-64 CPU (the intrinsic is safe from Rust 1.87 on; our
     // minimum is older, hence the block and the allow).
@@ -141,12 +208,25 @@ fn amd_itlbs() -> (Geometry, Geometry) {
     let (vendor, max_extended) = unsafe { (__cpuid(0), __cpuid(0x8000_0000).eax) };
     let amd = (vendor.ebx, vendor.edx, vendor.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
     if !amd || max_extended < 0x8000_0006 {
-        return (None, None);
+        return [None; 4];
     }
     // The extended leaves are read only when the maximum extended leaf says they exist.
     // SAFETY: as above.
     #[allow(unused_unsafe)]
-    let (l1, l2) = unsafe { (__cpuid(0x8000_0005).ebx, __cpuid(0x8000_0006).ebx) };
+    let (l1, l2) = unsafe { (__cpuid(0x8000_0005), __cpuid(0x8000_0006)) };
+    let [small_l1, small_l2] = amd_itlb_pair(l1.ebx, l2.ebx, PAGE);
+    let [huge_l1, huge_l2] = amd_itlb_pair(l1.eax, l2.eax, HUGE_PAGE);
+    [small_l1, small_l2, huge_l1, huge_l2]
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn amd_itlbs() -> [Geometry; 4] {
+    [None; 4]
+}
+
+/// The L1 and L2 iTLBs for one page size from the registers of leaves 0x80000005 and
+/// 0x80000006 that describe it.
+fn amd_itlb_pair(l1: u32, l2: u32, page: u64) -> [Geometry; 2] {
     let l1_entries = u64::from(l1 & 0xff);
     // 0xff is fully associative.
     let l1_ways = match (l1 >> 8) & 0xff {
@@ -160,14 +240,9 @@ fn amd_itlbs() -> (Geometry, Geometry) {
     };
     let tlb = |entries: u64, ways: Option<u64>| {
         ways.filter(|_| entries > 0)
-            .map(|ways| (entries * PAGE, ways, PAGE))
+            .map(|ways| (entries * page, ways, page))
     };
-    (tlb(l1_entries, Some(l1_ways)), tlb(l2_entries, l2_ways))
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn amd_itlbs() -> (Geometry, Geometry) {
-    (None, None)
+    [tlb(l1_entries, Some(l1_ways)), tlb(l2_entries, l2_ways)]
 }
 
 /// AMD's encoding of an L2 TLB's associativity (CPUID 0x80000006).
@@ -197,13 +272,16 @@ mod tests {
     fn the_defaults_are_sim_py_s_geometry() {
         let options: Vec<String> = default_models()
             .iter()
-            .map(Model::cachegrind_option)
+            .flat_map(|m| m.cachegrind_options())
             .collect();
         assert_eq!(
             options,
             [
                 "--I1=262144,64,4096",
                 "--I1=2097152,8,4096",
+                "--I1=134217728,64,2097152",
+                "--LL=1073741824,8,2097152",
+                "--D1=1073741824,8,2097152",
                 "--I1=32768,8,64"
             ]
         );
@@ -222,15 +300,60 @@ mod tests {
         let models = probe();
         assert_eq!(
             models.iter().map(|m| m.key).collect::<Vec<_>>(),
-            ["itlb-l1", "itlb-l2", "icache"]
+            [
+                "itlb-l1",
+                "itlb-l2",
+                "itlb-l1-huge",
+                "itlb-l2-huge",
+                "icache"
+            ]
         );
         assert!(models.iter().all(Model::valid), "{models:?}");
     }
 
     #[test]
+    fn every_huge_page_model_stands_beside_a_4_kib_one_and_they_fill_both_slots() {
+        let models = probe();
+        let huge: Vec<OnHugePages> = models.iter().filter_map(|m| m.huge_pages).collect();
+        assert_eq!(
+            huge.iter().map(|h| h.slot).collect::<Vec<_>>(),
+            [Slot::I1, Slot::LL]
+        );
+        for h in huge {
+            let beside = models.iter().find(|m| m.key == h.beside).unwrap();
+            assert!(
+                beside.huge_pages.is_none() && beside.line == PAGE,
+                "{beside:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn amd_s_cpuid_registers_give_both_page_sizes() {
+        // An EPYC's leaves: L1 64 entries fully associative, L2 512 entries, 2-way (code 2)
+        // for 2 MiB pages and 4-way (code 4) for 4 KiB ones.
+        assert_eq!(
+            amd_itlb_pair(0xff48_ff40, 0x5c00_2200, HUGE_PAGE),
+            [
+                Some((64 * HUGE_PAGE, 64, HUGE_PAGE)),
+                Some((512 * HUGE_PAGE, 2, HUGE_PAGE))
+            ]
+        );
+        assert_eq!(
+            amd_itlb_pair(0xff48_ff40, 0x6c00_4200, PAGE),
+            [Some((64 * PAGE, 64, PAGE)), Some((512 * PAGE, 4, PAGE))]
+        );
+        assert_eq!(amd_itlb_pair(0, 0, PAGE), [None, None]);
+    }
+
+    #[test]
     fn descriptions_say_what_is_modelled() {
-        let [l1, _, icache] = default_models();
+        let [l1, _, l1_huge, _, icache] = default_models();
         assert_eq!(l1.describe(), "64 entries, fully associative, 4 KiB pages");
+        assert_eq!(
+            l1_huge.describe(),
+            "64 entries, fully associative, 2 MiB pages: the hot range's whole pages; other code as itlb-l1"
+        );
         assert_eq!(icache.describe(), "32 KiB, 8-way, 64 B lines");
     }
 }
