@@ -99,7 +99,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("hottext: {err:#}");
+            eprintln!("hottext: {}", output::printable(&format!("{err:#}")));
             if json {
                 output::json_error(&err);
             }

@@ -71,7 +71,26 @@ pub fn failed(msg: impl std::fmt::Display) -> anyhow::Error {
 }
 
 pub fn warn(msg: impl std::fmt::Display) {
-    eprintln!("hottext: warning: {msg}");
+    eprintln!("hottext: warning: {}", printable(&msg.to_string()));
+}
+
+/// `text` safe to print on a terminal: names from files (a mapped file's path in perf.data, a
+/// symbol, a profile's header) could hold escape sequences that drive it, so every control
+/// character but the line break is written as a Rust escape (`\u{1b}`).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let escape = |c: char| c.is_control() && c != '\n';
+    if !text.contains(escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 pub fn set_verbose(on: bool) {

@@ -258,7 +258,10 @@ fn merge_by_hand_scales_each_profile_and_refuses_what_it_cannot_weigh() {
     }
     for (extra, says) in [
         (&["--weight", "1"][..], "one per profile"),
-        (&["--weight", "1", "--weight=-1"], "0 or more"),
+        (
+            &["--weight", "1", "--weight=-1"],
+            "a number from 0 to 1000000",
+        ),
         (&["--half-life-days", "0"], "above 0"),
     ] {
         let out = merge(extra);

@@ -320,15 +320,17 @@ fn gc_keeps_every_object_the_meta_file_history_names() {
 
     // A version of the meta file that cannot be read stops gc, dry run or not: what it names
     // would look unreferenced. Nothing is deleted.
+    let p3 = "# hottext profile v1\nfn later 1 1\n";
+    write(d, "p3.profile", p3);
+    let put = hottext_env(&["store", "put", "p3.profile", "--store", url], d, &[]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    let p3 = ObjectHash::of(p3.as_bytes());
     write(
         &repo,
         "svc.meta",
-        "hottext-meta v1\nobject: sha256:not-a-hash\n",
+        &format!("hottext-meta v1\nobject: {p3}\nsize: damaged\n"),
     );
     support::git(&repo, &["commit", "-q", "-am", "a damaged meta file"]);
-    write(d, "p3.profile", "# hottext profile v1\nfn later 1 1\n");
-    let put = hottext_env(&["store", "put", "p3.profile", "--store", url], d, &[]);
-    assert!(put.status.success(), "{}", stderr(&put));
     for extra in [&["--dry-run"][..], &[]] {
         let dry = !extra.is_empty();
         let gc = gc_by_history(extra);
@@ -340,4 +342,13 @@ fn gc_keeps_every_object_the_meta_file_history_names() {
             "gc deleted something"
         );
     }
+    // As its message advises: with the object that version names kept, gc goes on.
+    assert!(stderr(&gc_by_history(&[])).contains("--keep sha256:HEX"));
+    let gc = gc_by_history(&["--keep", &p3.to_string()]);
+    assert!(gc.status.success(), "{}", stderr(&gc));
+    assert!(stderr(&gc).contains("kept by --keep"), "{}", stderr(&gc));
+    assert_eq!(
+        list(&hottext_env(&["store", "ls", "--store", url], d, &[])).len(),
+        3
+    );
 }

@@ -66,7 +66,9 @@ use foldhash::HashMap;
 use names::NameIndex;
 
 pub use escape::declared_format;
-pub(crate) use escape::{escaped, unescaped};
+pub use escape::escaped;
+pub(crate) use escape::unescaped;
+pub use read::MAX_COUNT;
 
 /// A function of a [`Graph`]: its index in [`Graph::funcs`]. A type of its own, so that an
 /// index into something else (a binary's functions, a chain) is never taken for one.
@@ -180,8 +182,12 @@ pub enum GraphError {
     NotAProfile,
     #[error("the file is a hottext profile v{0}; this hottext reads v1 to v{VERSION}: upgrade it")]
     NewerVersion(u32),
+    #[error("the file is a perf.data recording, not a profile: run `hottext profile FILE --binary BIN -o NAME.profile` first, and give that profile")]
+    PerfData,
     #[error("the profile is empty: it names no function")]
     Empty,
+    #[error("the profile's {what} sum to over {MAX_COUNT}: no recording counts that many; the profile is damaged or crafted")]
+    TooMany { what: &'static str },
     #[error("'call {caller} {callee}' is on two lines: a profile has one call line for each caller and callee, followed by its sites")]
     RepeatedCall { caller: String, callee: String },
     #[error(transparent)]
@@ -276,8 +282,18 @@ impl Graph {
         }
     }
 
+    /// The functions' samples, summed; at most [`MAX_COUNT`] in a profile that was read.
     pub fn total_samples(&self) -> u64 {
-        self.funcs.iter().map(|f| f.samples).sum()
+        self.funcs
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.samples))
+    }
+
+    /// The calls' weights, summed; at most [`MAX_COUNT`] in a profile that was read.
+    pub fn total_call_weight(&self) -> u64 {
+        self.calls
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.weight))
     }
 
     /// Reads the text format. Streams line by line, so memory is that of the graph itself.
@@ -383,18 +399,23 @@ impl GraphBuilder {
         }
     }
 
+    /// Adds `samples` to the function's; sums stop at [`MAX_COUNT`], the most a reader takes.
     pub fn add_samples(&mut self, id: FuncId, samples: u64) {
-        self.graph.funcs[id.index()].samples += samples;
+        let sum = &mut self.graph.funcs[id.index()].samples;
+        *sum = capped_sum(*sum, samples);
     }
 
+    /// Adds `weight` to the call's; sums stop at [`MAX_COUNT`].
     pub fn add_call(&mut self, caller: FuncId, callee: FuncId, weight: u64) {
-        *self.calls.entry((caller, callee)).or_default() += weight;
+        let sum = self.calls.entry((caller, callee)).or_default();
+        *sum = capped_sum(*sum, weight);
     }
 
     /// Adds `weight` of the calls from `caller` to `callee`, already added with
     /// [`GraphBuilder::add_call`], at `offset` in the caller (see [`CallSite`]).
     pub fn add_site(&mut self, caller: FuncId, callee: FuncId, offset: u64, weight: u64) {
-        *self.sites.entry((caller, callee, offset)).or_default() += weight;
+        let sum = self.sites.entry((caller, callee, offset)).or_default();
+        *sum = capped_sum(*sum, weight);
     }
 
     pub fn header(&mut self, key: &str, value: impl fmt::Display) {
@@ -461,4 +482,9 @@ impl GraphBuilder {
         }
         kept
     }
+}
+
+/// `a + b`, at most [`MAX_COUNT`]: what a builder writes, a reader reads back.
+fn capped_sum(a: u64, b: u64) -> u64 {
+    a.saturating_add(b).min(MAX_COUNT)
 }

@@ -10,11 +10,10 @@ use hottext::graph::Graph;
 use hottext::layout::{auto, Params};
 use hottext::link::{self, HotText, ScriptPlacement, Target, UnsafeNames};
 use hottext::listing::some_of;
-use hottext::os::files::write_atomic;
 use hottext::pipeline::fetch::{fetch, FetchError};
 use serde::Serialize;
 
-use super::{write_markers, FormatArg, PaddingArg};
+use super::{refuse_outputs_over_inputs, write_markers, write_output_file, FormatArg, PaddingArg};
 use crate::output;
 
 /// Fetch the profile a meta file names, check it, order it for BIN, write the linker input
@@ -104,6 +103,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.min_matched
         );
     }
+    refuse_outputs_over_inputs(
+        &[
+            ("-o", Some(&args.output)),
+            ("--markers", args.markers.as_deref()),
+        ],
+        &[&args.meta, &args.binary],
+    )?;
     let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
     let Some(format) = args.format.link_format() else {
         anyhow::bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
@@ -174,8 +180,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             some_of(&quoted)
         ));
     }
-    write_atomic(&args.output, &written.bytes)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    write_output_file(&args.output, &written.bytes)?;
     write_markers(
         args.markers.as_deref(),
         Some(&binary),

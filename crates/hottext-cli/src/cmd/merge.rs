@@ -3,20 +3,20 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
-use hottext::graph::merge::merge_weighted;
-use hottext::graph::Graph;
-use hottext::os::files::write_atomic;
+use hottext::graph::merge::{fitting_scale, merge_weighted, MAX_WEIGHT};
+use hottext::graph::{Graph, MAX_COUNT};
 use hottext::pipeline::fleet::age_weight;
 use hottext::pipeline::rematch::rematch;
 use hottext::store::meta::parse_time;
 use serde::Serialize;
 
+use super::{refuse_outputs_over_inputs, write_output_file};
 use crate::output;
 
 /// Merge profiles into one, each scaled by its weight
@@ -30,8 +30,14 @@ use crate::output;
 ///
 /// Profiles of other builds: with --binary each profile is first fitted to that binary (by
 /// name, then by code for renamed functions, as `fetch` does), and one of which the binary has
-/// less than --min-matched of the weight is refused; without --binary names are merged as
-/// they are.
+/// less than --min-matched of the weight is refused. Without --binary, profiles whose
+/// `build-id` headers differ are refused unless --allow-build-id-mismatch merges their names
+/// as they are.
+///
+/// Counts stay within what a profile may hold (2^48): when the weighted sums would pass it,
+/// every weight is scaled down by one factor (a warning says so), keeping the proportions.
+/// A `window-end` after this machine's clock (by more than an hour) is refused under
+/// --half-life-days: it would make every other profile look old.
 ///
 /// Examples:
 ///   hottext merge host1.profile host2.profile host3.profile -o fleet.profile
@@ -46,7 +52,8 @@ pub struct Args {
     /// The merged profile to write.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// A profile's weight, in the order of the profiles (repeat once per profile).
+    /// A profile's weight, in the order of the profiles (repeat once per profile): from 0 to
+    /// 1000000.
     #[arg(long, value_name = "W")]
     weight: Vec<f64>,
     /// Decay by age: weight × 0.5^(age in days / this), from the `window-end` headers.
@@ -55,6 +62,9 @@ pub struct Args {
     /// Fit every profile to this binary first.
     #[arg(long, value_name = "BIN")]
     binary: Option<PathBuf>,
+    /// Without --binary: merge profiles whose build-id headers differ, their names as they are.
+    #[arg(long, conflicts_with = "binary")]
+    allow_build_id_mismatch: bool,
     /// With --binary: the share of a profile's weight the binary must have, else it is refused.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     min_matched: f64,
@@ -88,8 +98,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.profiles.len()
         );
     }
-    if let Some(w) = args.weight.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
-        bail!("--weight {w}: a weight is a number of 0 or more");
+    if let Some(w) = args
+        .weight
+        .iter()
+        .find(|w| !(0.0..=MAX_WEIGHT).contains(*w))
+    {
+        bail!("--weight {w:?}: a weight is a number from 0 to {MAX_WEIGHT:.0}");
     }
     if let Some(h) = args.half_life_days.filter(|h| !(h.is_finite() && *h > 0.0)) {
         bail!("--half-life-days {h}: give a number of days above 0");
@@ -100,6 +114,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.min_matched
         );
     }
+    let inputs: Vec<&Path> = args
+        .profiles
+        .iter()
+        .chain(&args.binary)
+        .map(PathBuf::as_path)
+        .collect();
+    refuse_outputs_over_inputs(&[("-o", Some(&args.output))], &inputs)?;
     let profiles: Vec<Graph> = args
         .profiles
         .iter()
@@ -110,6 +131,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot read profile {}", p.display()))
         })
         .collect::<anyhow::Result<_>>()?;
+    if args.binary.is_none() && !args.allow_build_id_mismatch {
+        refuse_other_builds(&args.profiles, &profiles)?;
+    }
     let ends = window_ends(&args, &profiles)?;
     let binary = args.binary.as_deref().map(Binary::open).transpose()?;
     let prints = match &binary {
@@ -167,13 +191,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("every profile was refused: nothing to merge");
     }
     let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(g, w)| (g, *w)).collect();
+    let scale = fitting_scale(&weighted);
+    if scale < 1.0 {
+        output::warn(format!(
+            "the weighted counts sum to over {MAX_COUNT}, the most a profile holds: every weight is scaled by {scale:.3e}, keeping their proportions"
+        ));
+    }
     let merged = merge_weighted(&weighted);
     let mut bytes = Vec::new();
     merged
         .write(&mut bytes)
         .context("cannot write the merged profile")?;
-    write_atomic(&args.output, &bytes)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    write_output_file(&args.output, &bytes)?;
     let summary = Summary {
         output: &args.output,
         functions: merged.funcs().len(),
@@ -219,9 +248,39 @@ fn window_ends(args: &Args, profiles: &[Graph]) -> anyhow::Result<Vec<Option<Sys
                     path.display()
                 )
             })?;
-            parse_time(text)
-                .map(Some)
-                .with_context(|| format!("{}: window-end '{text}' is not an RFC 3339 time", path.display()))
+            let end = parse_time(text)
+                .map_err(|e| anyhow!("{}: window-end {e}", path.display()))?;
+            if end > SystemTime::now() + MAX_CLOCK_SKEW {
+                bail!(
+                    "{}: window-end '{text}' is in the future: its age cannot be told, and it would make every other profile look old; fix the header or give --weight instead of --half-life-days",
+                    path.display()
+                );
+            }
+            Ok(Some(end))
         })
         .collect()
+}
+
+/// How far a profile's `window-end` may be ahead of this machine's clock: hosts' clocks differ
+/// by seconds, not by hours.
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(3600);
+
+/// Refuses profiles of different builds (their `build-id` headers differ): their names may
+/// mean other code, and merged as they are they would mix two layouts.
+fn refuse_other_builds(paths: &[PathBuf], profiles: &[Graph]) -> anyhow::Result<()> {
+    let mut ids = paths
+        .iter()
+        .zip(profiles)
+        .filter_map(|(p, g)| Some((p, g.header("build-id")?)));
+    let Some((first_path, first)) = ids.next() else {
+        return Ok(());
+    };
+    if let Some((path, other)) = ids.find(|(_, id)| id != &first) {
+        bail!(
+            "{} has build-id {first} and {} has build-id {other}: profiles of different builds; give --binary BIN to fit each to one build, or --allow-build-id-mismatch to merge their names as they are",
+            first_path.display(),
+            path.display()
+        );
+    }
+    Ok(())
 }

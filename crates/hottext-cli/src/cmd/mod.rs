@@ -17,10 +17,10 @@ pub mod verify;
 
 use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use hottext::binary::Binary;
 use hottext::link::{host_architecture, markers_object, Format, Padding, MARKERS_ADVICE};
-use hottext::os::files::write_atomic;
+use hottext::os::files::{same_file, write_atomic};
 
 use crate::output;
 
@@ -101,5 +101,44 @@ pub fn write_markers(
     };
     let arch = binary.map_or_else(host_architecture, |b| b.architecture);
     let bytes = markers_object(arch, pad).context("cannot build the markers object")?;
-    write_atomic(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
+    write_output_file(path, &bytes)
+}
+
+/// A verb's output option (`-o`, `--markers`) and its path, when given.
+pub type OutputArg<'a> = (&'static str, Option<&'a Path>);
+
+/// Refuses, before any work, an output that is one of the verb's `inputs` (writing it would
+/// destroy what is read: `order a.profile -o a.profile`), also through a symbolic or hard
+/// link, and two outputs that are one file (the second would replace the first).
+pub fn refuse_outputs_over_inputs(outputs: &[OutputArg], inputs: &[&Path]) -> anyhow::Result<()> {
+    let given: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|&(option, path)| Some((option, path?)))
+        .collect();
+    for (i, &(option, path)) in given.iter().enumerate() {
+        if let Some(input) = inputs.iter().find(|input| same_file(path, input)) {
+            bail!(
+                "{option} {} is the same file as the input {}: writing it would destroy the input; give another output path",
+                path.display(),
+                input.display()
+            );
+        }
+        if let Some((other, other_path)) = given[..i]
+            .iter()
+            .find(|(_, p)| *p == path || same_file(p, path))
+        {
+            bail!(
+                "{other} {} and {option} {} are the same file: give each output its own path",
+                other_path.display(),
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Writes a verb's output file atomically (`hottext::os::files::write_atomic`), with the path
+/// in the error.
+pub fn write_output_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_atomic(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -9,10 +9,10 @@ use anyhow::{bail, Context};
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
-use hottext::os::files::write_atomic;
 use hottext::report::{heat_map, mark_huge, render, ForestRow, HistoryRow, Report};
 use serde_json::Value;
 
+use super::{refuse_outputs_over_inputs, write_output_file};
 use crate::output;
 
 /// Write one self-contained HTML page: heat maps, layout figures, A/B verdicts, huge pages
@@ -59,6 +59,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let inputs: Vec<&Path> = [&args.profile, &args.before, &args.after, &args.meta]
+        .into_iter()
+        .flatten()
+        .chain(&args.artefacts)
+        .map(PathBuf::as_path)
+        .collect();
+    refuse_outputs_over_inputs(&[("-o", Some(&args.output))], &inputs)?;
     let mut report = Report {
         title: args.title.clone(),
         ..Report::default()
@@ -108,8 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("nothing to show: give --profile with --before/--after, JSON files, or --repo with --meta");
     }
     let page = render(&report);
-    write_atomic(&args.output, page.as_bytes())
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    write_output_file(&args.output, page.as_bytes())?;
     println!(
         "wrote {} ({})",
         args.output.display(),

@@ -10,6 +10,7 @@ use hottext::graph::Graph;
 use hottext::store::meta::Meta;
 use hottext::store::{ObjectHash, Store};
 
+use super::{refuse_outputs_over_inputs, write_output_file};
 use crate::output;
 
 /// Put, get, list and collect profiles in a content-addressed store
@@ -161,6 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
+    refuse_outputs_over_inputs(&[("--meta", args.meta.as_deref())], &[&args.file])?;
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let profile = if args.any {
@@ -213,7 +215,7 @@ fn meta_for(profile: &Graph, put: &hottext::store::Put, store: &str, format: Str
     let when = |key| {
         profile
             .header(key)
-            .and_then(hottext::store::meta::parse_time)
+            .and_then(|t| hottext::store::meta::parse_time(t).ok())
             .unwrap_or_else(SystemTime::now)
     };
     Meta {
@@ -247,8 +249,7 @@ fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     match &args.output {
-        Some(path) => hottext::os::files::write_atomic(path, &bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => write_output_file(path, &bytes)?,
         None => {
             use std::io::Write;
             std::io::stdout().lock().write_all(&bytes)?;
@@ -288,7 +289,7 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
         keep.insert(Meta::read(path)?.object);
     }
     if let (Some(repo), Some(meta)) = (&args.repo, &args.meta) {
-        let found = hashes_in_history(repo, meta)?;
+        let found = hashes_in_history(repo, meta, &keep)?;
         if found.is_empty() {
             bail!(
                 "no version of {} in the history of {} names an object: check --repo and --meta \
@@ -334,8 +335,13 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Every object that any commit's version of `meta` names, on every branch. A version that
-/// cannot be read stops gc: the object it names would otherwise look unreferenced and be deleted.
-fn hashes_in_history(repo: &Path, meta: &Path) -> anyhow::Result<HashSet<ObjectHash>> {
+/// cannot be read stops gc, since the object it names would otherwise look unreferenced and be
+/// deleted, unless its text names an object in `kept` (`--keep HASH`): then that one is safe.
+fn hashes_in_history(
+    repo: &Path,
+    meta: &Path,
+    kept: &HashSet<ObjectHash>,
+) -> anyhow::Result<HashSet<ObjectHash>> {
     let git = |args: &[&str]| -> anyhow::Result<std::process::Output> {
         std::process::Command::new("git")
             .arg("-C")
@@ -369,10 +375,14 @@ fn hashes_in_history(repo: &Path, meta: &Path) -> anyhow::Result<HashSet<ObjectH
             Ok(m) => {
                 found.insert(m.object);
             }
+            Err(e) if kept.iter().any(|h| text.contains(&h.hex())) => output::warn(format!(
+                "{} at commit {commit} cannot be read ({e}); the object it names is kept by --keep",
+                meta.display()
+            )),
             Err(e) => bail!(
                 "{} at commit {commit} cannot be read ({e}): gc stops, since the object that \
-                 version names would look unreferenced and be deleted; keep it with --keep HASH \
-                 once you know it, or rewrite that commit",
+                 version names would look unreferenced and be deleted; find it (git show \
+                 {commit}:{path}) and keep it with --keep sha256:HEX, or rewrite that commit",
                 meta.display()
             ),
         }

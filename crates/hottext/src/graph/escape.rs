@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 /// A name as the profile writes it (v3): `%XX` for each byte of whitespace, control characters
 /// and `%`; other names as they are. Also used for the names in `# fn-hash` headers.
-pub(crate) fn escaped(name: &str) -> Cow<'_, str> {
+pub fn escaped(name: &str) -> Cow<'_, str> {
     let needs = |c: char| c.is_whitespace() || c.is_control() || c == '%';
     if !name.contains(needs) {
         return Cow::Borrowed(name);

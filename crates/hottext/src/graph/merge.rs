@@ -9,11 +9,20 @@
 //! Sizes, aliases and headers come from the first (newest) profile that has the function. An
 //! older function or call whose decayed weight rounds to zero is dropped, so what stopped
 //! running fades out instead of staying in the layout forever.
+//!
+//! A merged profile is one its reader takes: when the weighted counts would sum to more than
+//! [`MAX_COUNT`], every weight is scaled down by one factor ([`fitting_scale`]); the
+//! proportions, which are all a layout uses, stay.
 
 use foldhash::HashMap;
 
 use crate::graph::counted_header::{CPU_SAMPLES, SAMPLES, SINGLE};
-use crate::graph::{FuncId, Graph, GraphBuilder};
+use crate::graph::{FuncId, Graph, GraphBuilder, MAX_COUNT};
+
+/// The largest weight a part may have. Parts are weighed against each other (a fleet's by
+/// age, at most 1); a million to one already lets one part drown the rest, and with it a
+/// weight times a count stays a finite number.
+pub const MAX_WEIGHT: f64 = 1e6;
 
 /// `new + decay × old`; `decay` is between 0 and 1.
 pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
@@ -32,6 +41,12 @@ pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     if parts.is_empty() {
         return b.finish();
     }
+    let scale = fitting_scale(parts);
+    let parts: Vec<(&Graph, f64)> = parts
+        .iter()
+        .map(|&(g, w)| (g, w.clamp(0.0, MAX_WEIGHT) * scale))
+        .collect();
+    let parts = parts.as_slice();
     for (k, v) in summed_headers(parts) {
         b.push_header(&k, v);
     }
@@ -82,6 +97,30 @@ pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     b.finish()
 }
 
+/// The factor, at most 1, that [`merge_weighted`] multiplies every weight (taken between 0 and
+/// [`MAX_WEIGHT`]) by so that the merged samples and call weights each sum to at most
+/// [`MAX_COUNT`], the most a reader takes. Rounding adds at most half a count to each record,
+/// which the room left for them covers.
+pub fn fitting_scale(parts: &[(&Graph, f64)]) -> f64 {
+    let weighted = |total: fn(&Graph) -> u64| -> f64 {
+        parts
+            .iter()
+            .map(|&(g, w)| total(g) as f64 * w.clamp(0.0, MAX_WEIGHT))
+            .sum()
+    };
+    let records: usize = parts
+        .iter()
+        .map(|(g, _)| g.funcs.len() + g.calls.len())
+        .sum();
+    let room = MAX_COUNT as f64 - records as f64;
+    let most = weighted(Graph::total_samples).max(weighted(Graph::total_call_weight));
+    if most <= room {
+        1.0
+    } else {
+        (room / most).max(0.0)
+    }
+}
+
 /// The reference's headers (the first part's), with each that counts samples
 /// ([`crate::graph::counted_header`]) replaced by the parts' weighted sum: a part without the
 /// header counts none, except `samples`, which it counts as its functions' own. The
@@ -108,9 +147,9 @@ fn summed_headers(parts: &[(&Graph, f64)]) -> Vec<(String, String)> {
         if key == CPU_SAMPLES {
             if !out.iter().any(|(k, _)| k == CPU_SAMPLES) {
                 out.extend(
-                    places.iter().map(|(place, sum)| {
-                        (key.clone(), format!("{} {place}", sum.round() as u64))
-                    }),
+                    places
+                        .iter()
+                        .map(|(place, sum)| (key.clone(), format!("{} {place}", capped(*sum)))),
                 );
             }
         } else if SINGLE.contains(&key.as_str()) {
@@ -125,12 +164,17 @@ fn summed_headers(parts: &[(&Graph, f64)]) -> Vec<(String, String)> {
                     weighted(own.unwrap_or(0), weight)
                 })
                 .sum();
-            out.push((key.clone(), (sum.round() as u64).to_string()));
+            out.push((key.clone(), capped(sum).to_string()));
         } else {
             out.push((key.clone(), value.clone()));
         }
     }
     out
+}
+
+/// A summed header count, rounded, at most [`MAX_COUNT`] (a header may state any number).
+fn capped(sum: f64) -> u64 {
+    (sum.round() as u64).min(MAX_COUNT)
 }
 
 #[cfg(test)]
@@ -234,5 +278,31 @@ mod tests {
                 "tail-call-weight: 10",
             ]
         );
+    }
+
+    #[test]
+    fn merged_counts_stay_within_what_the_reader_takes() {
+        let max = MAX_COUNT;
+        let a = graph(&format!(
+            "# samples: {max}\nfn a 16 {max}\nfn b 16 0\ncall a b {max}\n"
+        ));
+        let b = graph(&format!("fn a 16 {}\nfn b 16 {}\n", max / 2, max / 2));
+        for weights in [(1.0, 1.0), (1e300, 1.0), (1.0, f64::MAX)] {
+            let m = merge_weighted(&[(&a, weights.0), (&b, weights.1)]);
+            let again = Graph::read(text(&m).as_bytes()).unwrap_or_else(|e| {
+                panic!(
+                    "{weights:?}: the reader refuses the merge: {e}\n{}",
+                    text(&m)
+                )
+            });
+            assert!(again.total_samples() <= max, "{weights:?}");
+            assert!(m.header(SAMPLES).unwrap().parse::<u64>().unwrap() <= max);
+        }
+        // Equal weights: scaled down together, a still has 3 times b's samples.
+        let m = merge_weighted(&[(&a, 1.0), (&b, 1.0)]);
+        let (fa, fb) = (m.funcs[0].samples as f64, m.funcs[1].samples as f64);
+        assert!(((fa / fb) - 3.0).abs() < 1e-6, "{fa} {fb}");
+        assert!(fitting_scale(&[(&a, 1.0), (&b, 1.0)]) < 0.67);
+        assert_eq!(fitting_scale(&[(&a, 0.5)]), 1.0);
     }
 }

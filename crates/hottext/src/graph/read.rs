@@ -2,7 +2,7 @@
 //! line, and the call section of a large profile in chunks on two more threads ([`chunks`]).
 
 use std::borrow::Cow;
-use std::io::{self, BufRead};
+use std::io::BufRead;
 
 use super::{Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
 
@@ -100,12 +100,28 @@ impl Reader {
         if calls.unsorted {
             self.refuse_repeated_calls()?;
         }
+        // Each count is at most MAX_COUNT; so are their sums, so that no sum a layout takes
+        // (of a cluster, of the calls moved onto an edge) can overflow.
+        if self.graph.total_samples() > MAX_COUNT {
+            return Err(GraphError::TooMany { what: "samples" });
+        }
+        if self.graph.total_call_weight() > MAX_COUNT {
+            return Err(GraphError::TooMany {
+                what: "call weights",
+            });
+        }
         Ok(self.graph)
     }
 
     /// Line `lineno` of the file, as read (with its line break, if any).
     fn raw_line(&mut self, raw: &[u8], lineno: usize) -> Result<(), GraphError> {
-        let text = text(raw)?;
+        if lineno == 1 && raw.starts_with(PERF_DATA_MAGIC) {
+            return Err(GraphError::PerfData);
+        }
+        let text = text(raw).map_err(|msg| match lineno {
+            1 => GraphError::NotAProfile,
+            line => GraphError::Malformed { line, msg },
+        })?;
         if lineno == 1 {
             self.version = version(text)?;
             return Ok(());
@@ -196,13 +212,15 @@ impl Reader {
     }
 }
 
-/// A line's bytes as text, without its line break. Invalid UTF-8 is refused as reading a
-/// line into a `String` refuses it.
-fn text(raw: &[u8]) -> Result<&str, GraphError> {
-    let text = std::str::from_utf8(raw).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
+/// What a perf.data file starts with (`perf record`'s file and pipe formats alike).
+const PERF_DATA_MAGIC: &[u8] = b"PERFILE2";
+
+/// A line's bytes as text, without its line break; invalid UTF-8 is refused.
+fn text(raw: &[u8]) -> Result<&str, String> {
+    let text = std::str::from_utf8(raw).map_err(|e| {
+        format!(
+            "byte {} of the line is not UTF-8 text: the file is binary or damaged",
+            e.valid_up_to() + 1
         )
     })?;
     Ok(text.trim_end_matches(['\n', '\r']))
@@ -290,8 +308,9 @@ fn no_more<'a>(mut fields: impl Iterator<Item = &'a str>) -> Result<(), String> 
     }
 }
 
-/// The largest sample count or weight a profile may state: 2^48 samples are nine years of one
-/// CPU at 1 MHz, and with it sums over millions of records stay far from overflowing.
+/// The largest sample count or weight a profile may state, and the most its functions' samples
+/// and its calls' weights may sum to: 2^48 samples are nine years of one CPU at 1 MHz, and
+/// with it sums of sums (a layout's) stay far from overflowing.
 pub const MAX_COUNT: u64 = 1 << 48;
 
 fn count(field: &str, what: &str) -> Result<u64, String> {

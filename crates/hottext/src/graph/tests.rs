@@ -244,3 +244,33 @@ fn names_with_spaces_and_percent_signs_round_trip_escaped_in_v3() {
     let err = Graph::read("# hottext profile v3\nfn a%2 8 1\n".as_bytes()).unwrap_err();
     assert!(err.to_string().starts_with("line 2:"), "{err}");
 }
+
+#[test]
+fn a_profile_whose_counts_sum_past_the_limit_is_refused() {
+    let max = MAX_COUNT;
+    let err = Graph::read(format!("# hottext profile v2\nfn a 16 {max}\nfn b 16 1\n").as_bytes())
+        .unwrap_err();
+    assert!(err.to_string().contains("samples sum to over"), "{err}");
+    let err = Graph::read(
+        format!("# hottext profile v2\nfn a 16 0\nfn b 16 0\ncall a b {max}\ncall b a 1\n")
+            .as_bytes(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("call weights sum to over"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_perf_data_file_or_binary_bytes_are_named_for_what_they_are() {
+    let err = Graph::read(&b"PERFILE2h\x00\x00\x00\xff\xfe\n"[..]).unwrap_err();
+    assert!(err.to_string().contains("perf.data recording"), "{err}");
+    assert!(err.to_string().contains("hottext profile"), "{err}");
+    let err = Graph::read(&b"# hottext profile v2\nfn a 8 1\nfn \xff 8 1\n"[..]).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("line 3: byte 4 of the line is not UTF-8"),
+        "{err}"
+    );
+}

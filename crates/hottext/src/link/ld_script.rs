@@ -71,8 +71,9 @@ pub(super) fn write(
     let alignment = placement.alignment;
     writeln!(
         out,
-        "/* hottext hot-text layout: {} functions, {origin}.",
-        entries.len()
+        "/* hottext hot-text layout: {} functions, {}.",
+        entries.len(),
+        comment_text(origin)
     )?;
     writeln!(
         out,
@@ -223,6 +224,21 @@ fn is_codegen_unit(file: &str) -> bool {
     })
 }
 
+/// `text` made safe inside a `/* */` comment: a `*/` in it (a path such as
+/// `q*/ASSERT(0, "x") /*.profile`) would end the comment and make the rest script commands, so
+/// it is written `* /`; control characters (a line break) are written as Rust escapes.
+fn comment_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.replace("*/", "* /")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +260,26 @@ mod tests {
             size,
             unlikely_is_whole: true,
         }
+    }
+
+    #[test]
+    fn an_origin_cannot_end_the_header_comment_nor_break_its_line() {
+        let mut out = Vec::new();
+        let origin = "c3 order of q*/ASSERT(0, \"injected\") /*x\n.profile";
+        write(
+            &[entry("f", 8)],
+            ScriptPlacement::default(),
+            origin,
+            &mut out,
+        )
+        .unwrap();
+        let script = String::from_utf8(out).unwrap();
+        let header = script.lines().next().unwrap();
+        assert_eq!(
+            header,
+            "/* hottext hot-text layout: 1 functions, c3 order of q* /ASSERT(0, \"injected\") /*x\\n.profile."
+        );
+        assert_eq!(script.matches("*/").count(), 1, "{script}");
     }
 
     #[test]

@@ -130,12 +130,16 @@ impl Entry<'_> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmitError {
-    #[error("{what} {name:?} cannot be written safely in a linker input: it holds {bad:?} (linker inputs take symbols of letters, digits, '_', '.' and '$'; a profile from a store or another host is not trusted)")]
+    #[error("{what} {name:?} cannot be written safely in {target}: it holds {bad:?} ({rule}; a profile from a store or another host is not trusted)")]
     UnsafeName {
         /// `function` or `alias`.
         what: &'static str,
         name: String,
         bad: char,
+        /// `a list` or `a linker input`.
+        target: &'static str,
+        /// The names the format takes, in words.
+        rule: &'static str,
     },
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -161,6 +165,16 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
         Format::List => !c.is_whitespace() && !c.is_control(),
         _ => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'),
     };
+    let (target, rule) = match format {
+        Format::List => (
+            "a list",
+            "a list takes any name without whitespace or control characters",
+        ),
+        _ => (
+            "a linker input",
+            "linker inputs take symbols of letters, digits, '_', '.' and '$'",
+        ),
+    };
     // Bytes first, the usual case and the fast one (every name is checked on every write): an
     // ASCII byte is the character it encodes.
     let plain = |b: u8| b.is_ascii() && safe(char::from(b));
@@ -173,6 +187,8 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
             what,
             name: symbol.to_string(),
             bad: bad.unwrap_or(' '),
+            target,
+            rule,
         }),
     }
 }

@@ -115,10 +115,7 @@ pub fn render(r: &Report) -> String {
     forest(&mut h, &r.forest);
     huge_pages(&mut h, r);
     history(&mut h, r);
-    // JSON inside a script element: "</" would end the element early.
-    let data = serde_json::to_string(&r.heat_maps)
-        .unwrap_or_else(|_| "[]".into())
-        .replace("</", "<\\/");
+    let data = script_json(&r.heat_maps);
     let _ = writeln!(
         h,
         "<div id=\"tip\"></div><script type=\"application/json\" id=\"heat-data\">{data}</script>\
@@ -347,6 +344,15 @@ fn history(h: &mut String, r: &Report) {
     h.push_str("</table>");
 }
 
+/// `value` as JSON that a `<script>` element holds whole: every `<` (only ever inside a JSON
+/// string) written `\u003c`, so that no name (`</script>`, `<!--<script>`) can end the
+/// element early or switch the HTML parser into a state that swallows the rest of the page.
+fn script_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|_| "[]".into())
+        .replace('<', "\\u003c")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,5 +367,14 @@ mod tests {
         let page = render(&r);
         assert!(!page.contains("<script>alert"));
         assert!(page.contains("&lt;x&gt;") && page.contains("a&quot;b"));
+    }
+
+    #[test]
+    fn embedded_json_has_no_angle_bracket_and_reads_back_the_same() {
+        let names = vec!["<!--<script>".to_string(), "</script><b>".to_string()];
+        let json = script_json(&names);
+        assert!(!json.contains('<'), "{json}");
+        let back: Vec<String> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, names);
     }
 }

@@ -138,9 +138,20 @@ pub fn time(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// Parses [`time`]'s format.
-pub fn parse_time(text: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339(text).ok()
+/// Parses [`time`]'s format (RFC 3339 in UTC, from 1970 on); the error says what is wrong
+/// with `text`, quoting it.
+pub fn parse_time(text: &str) -> Result<SystemTime, String> {
+    humantime::parse_rfc3339(text).map_err(|e| match e {
+        humantime::TimestampError::OutOfRange => {
+            let year = text.get(..4).and_then(|y| y.parse::<u32>().ok());
+            if year.is_some_and(|y| y < 1970) {
+                format!("'{text}' is before 1970-01-01T00:00:00Z, the earliest time hottext takes")
+            } else {
+                format!("'{text}' has a field out of range (month 1-12, a day its month has, hour 0-23, minute 0-59, second 0-60)")
+            }
+        }
+        _ => format!("'{text}' is not a time like 2025-03-03T03:17:00Z"),
+    })
 }
 
 fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
@@ -176,10 +187,7 @@ impl Fields {
             v.parse::<u64>()
                 .map_err(|_| format!("{key} '{v}' is not a whole number"))
         };
-        let when = |v: &str| {
-            humantime::parse_rfc3339(v)
-                .map_err(|_| format!("{key} '{v}' is not a time like 2025-03-03T03:17:00Z"))
-        };
+        let when = |v: &str| parse_time(v).map_err(|e| format!("{key} {e}"));
         match key {
             "object" => set(
                 &mut self.object,

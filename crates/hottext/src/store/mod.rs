@@ -190,8 +190,10 @@ impl Store {
         &self.url
     }
 
-    /// Stores `bytes` under their hash. Putting what is already there writes nothing; an object
-    /// there under that name with other content (a corrupted one) is replaced.
+    /// Stores `bytes` under their hash; an object there under that name with other content (a
+    /// corrupted one) is replaced. Putting what is already there writes it again: that makes
+    /// it young, so that [`Store::gc`]'s minimum age counts from this put, and a meta file
+    /// naming it that is not committed yet does not lose it to a gc.
     pub fn put(&self, bytes: &[u8]) -> Result<Put, StoreError> {
         let hash = ObjectHash::of(bytes);
         let size = bytes.len() as u64;
@@ -199,9 +201,7 @@ impl Store {
             Some(old) => ObjectHash::of(&old) == hash,
             None => false,
         };
-        if !existed {
-            self.backend.write(&object_key(&hash), bytes)?;
-        }
+        self.backend.write(&object_key(&hash), bytes)?;
         Ok(Put {
             hash,
             size,
@@ -324,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn put_twice_writes_once_and_get_checks_the_content() {
+    fn put_twice_says_the_object_was_there_and_get_checks_the_content() {
         let (dir, store) = local();
         let first = store.put(b"profile").unwrap();
         assert!(!first.existed);
@@ -341,6 +341,24 @@ mod tests {
         // A put repairs a corrupted object.
         assert!(!store.put(b"profile").unwrap().existed);
         assert_eq!(store.get(&first.hash).unwrap(), b"profile");
+    }
+
+    #[test]
+    fn putting_an_old_object_again_keeps_it_from_gc() {
+        let (dir, store) = local();
+        let put = store.put(b"profile").unwrap();
+        let path = dir.path().join(OBJECTS).join(put.hash.hex());
+        let day = Duration::from_secs(86400);
+        let long_ago = SystemTime::now() - 30 * day;
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(long_ago).unwrap();
+        drop(file);
+        let none = HashSet::default();
+        let report = store.gc(&none, day, SystemTime::now(), true).unwrap();
+        assert_eq!(report.deleted.len(), 1, "the object is old before the put");
+        assert!(store.put(b"profile").unwrap().existed);
+        let report = store.gc(&none, day, SystemTime::now(), true).unwrap();
+        assert_eq!((report.deleted.len(), report.kept_young), (0, 1));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{symbol_of, Binary};
 use hottext::demangle::readable;
-use hottext::graph::{FuncId, Graph};
+use hottext::graph::{escaped, FuncId, Graph};
 use hottext::layout::auto;
 use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
 use hottext::layout::{order, Algorithm, Params};
@@ -23,7 +23,7 @@ mod unordered;
 
 use report::{print_summary, Summary};
 
-use super::{write_markers, FormatArg, PaddingArg};
+use super::{refuse_outputs_over_inputs, write_markers, write_output_file, FormatArg, PaddingArg};
 use crate::output;
 
 /// Order the functions of a profile and write the input a linker needs
@@ -121,6 +121,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json && args.output.is_none() {
         bail!("--json prints the figures on stdout; give -o FILE for the order");
     }
+    let inputs: Vec<&Path> = [Some(args.profile.as_path()), args.binary.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    refuse_outputs_over_inputs(
+        &[
+            ("-o", args.output.as_deref()),
+            ("--markers", args.markers.as_deref()),
+        ],
+        &inputs,
+    )?;
     let file = File::open(&args.profile)
         .with_context(|| format!("cannot open profile {}", args.profile.display()))?;
     let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
@@ -286,13 +297,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes `bytes` to the file `path` (created), or to stdout without one.
+/// Writes `bytes` to the file `path` (replaced atomically), or to stdout without one.
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     let Some(path) = path else {
         let mut out = std::io::stdout().lock();
         return Ok(out.write_all(bytes).and_then(|()| out.flush())?);
     };
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    write_output_file(path, bytes)
 }
 
 /// The profile fitted to `binary` (see `pipeline::rematch`), after its build-id check, with
@@ -354,8 +365,13 @@ fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
 fn with_profile_line(e: EmitError, profile: &Path) -> anyhow::Error {
     let line = e.name().and_then(|name| {
         let text = std::fs::read_to_string(profile).ok()?;
+        // A v3 profile writes the name escaped (`a%20b`): the line holds that form.
+        let written = escaped(name);
         text.lines()
-            .position(|l| l.split_whitespace().any(|t| symbol_of(t) == name))
+            .position(|l| {
+                l.split_whitespace()
+                    .any(|t| symbol_of(t) == name || symbol_of(t) == written)
+            })
             .map(|i| i + 1)
     });
     match line {

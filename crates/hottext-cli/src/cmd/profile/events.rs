@@ -57,7 +57,8 @@ pub(super) fn list(args: &Args, bytes: u64) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{:<width$}  {:>9}  {carries:<32}  {used}",
-            e.name, e.samples
+            output::printable(&e.name),
+            e.samples
         )?;
     }
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,6 @@
 //! `hottext profile`: perf.data in, the binary's call graph out, with what was read.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -16,7 +15,7 @@ use hottext::profile::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::pid_arg;
+use super::{pid_arg, refuse_outputs_over_inputs, write_output_file};
 use crate::output;
 
 mod events;
@@ -109,6 +108,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json && args.output.is_none() {
         bail!("--json prints the figures on stdout; give -o FILE for the profile");
     }
+    refuse_outputs_over_inputs(
+        &[("-o", args.output.as_deref())],
+        &[&args.perf_data, binary_path],
+    )?;
     let binary = Binary::open(binary_path).context("cannot profile")?;
     let bar = progress_bar(bytes);
     let opts = Options {
@@ -137,11 +140,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     match &args.output {
         Some(path) => {
-            let file =
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            graph
-                .write(BufWriter::new(file))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            let mut bytes = Vec::new();
+            graph.write(&mut bytes)?;
+            write_output_file(path, &bytes)?;
         }
         None => graph.write(std::io::stdout().lock())?,
     }
@@ -312,7 +313,9 @@ fn print_summary(s: &Summary) -> anyhow::Result<()> {
     writeln!(
         err,
         "  event             {}: {} samples over {:.1} s",
-        st.event, st.sample_kind, st.seconds
+        output::printable(&st.event.to_string()),
+        st.sample_kind,
+        st.seconds
     )?;
     writeln!(
         err,

@@ -8,6 +8,8 @@ use hottext::graph::Graph;
 use hottext::profile::CpuShares;
 use serde::Serialize;
 
+use crate::output;
+
 /// Places listed besides the binary; the rest are summed in one line.
 const PLACES_SHOWN: usize = 6;
 /// Width of a function's name in the table.
@@ -58,7 +60,12 @@ pub(super) fn print_shares(err: &mut impl Write, s: &CpuShares, bin: &str) -> st
         pct(s.binary_samples)
     )?;
     for place in s.elsewhere.iter().take(PLACES_SHOWN) {
-        writeln!(err, "    {:5.1}%  {}", pct(place.samples), place.place)?;
+        writeln!(
+            err,
+            "    {:5.1}%  {}",
+            pct(place.samples),
+            output::printable(&place.place)
+        )?;
     }
     let rest = &s.elsewhere[s.elsewhere.len().min(PLACES_SHOWN)..];
     if !rest.is_empty() {
