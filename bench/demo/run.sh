@@ -110,4 +110,4 @@ if [ "${MEASURE:-1}" = 1 ]; then
         echo "  $c timed"
     done
 fi
-python3 "$here/table.py" "$build" $configs
+python3 "$here/table.py" "$build" $configs auto-offsets

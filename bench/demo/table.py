@@ -3,14 +3,15 @@
 (A = the baseline, B = the configuration; from `hottext ab --simulate --json`) and the timed
 requests/s ratio (from `hottext ab --json`) where it ran.
 
-Usage: table.py BUILD_DIR CONFIG...
+Usage: table.py BUILD_DIR CONFIG... (sim-CONFIG.json and ab-CONFIG.json; the first is simulated)
 """
 import json
 import os
 import sys
 
 build, configs = sys.argv[1], sys.argv[2:]
-FIGURES = [("itlb-l1-misses-per-m", "L1 iTLB"), ("itlb-l2-misses-per-m", "L2 iTLB"),
+FIGURES = [("itlb-l1-misses-per-m", "L1 iTLB"), ("itlb-l1-huge-misses-per-m", "L1 iTLB, hot range on 2 MiB pages"),
+           ("itlb-l2-misses-per-m", "L2 iTLB"), ("itlb-l2-huge-misses-per-m", "L2 iTLB, 2 MiB pages"),
            ("icache-misses-per-m", "L1i")]
 
 
@@ -32,9 +33,9 @@ head = "| configuration | instructions B/A | " + " | ".join(
 print(head)
 print("|" + " --- |" * (head.count("|") - 1))
 if sim_base:
-    cells = [f"{row(sim_base, k)['a']['median']:,.0f}" for k, _ in FIGURES]
+    cells = [f"{row(sim_base, k)['a']['median']:,.0f}" if row(sim_base, k) else "-" for k, _ in FIGURES]
     print(f"| baseline (GNU ld, no order) | 1 | " + " | ".join(cells) + " | 1 |")
-for name in configs + ["auto-offsets"]:
+for name in configs:
     sim = load(f"sim-{name}.json")
     if not sim:
         continue
@@ -42,6 +43,9 @@ for name in configs + ["auto-offsets"]:
     cells = []
     for key, _ in FIGURES:
         r = row(sim, key)
+        if r is None:  # a simulation made before the 2 MiB-page model
+            cells.append("-")
+            continue
         ratio = r["ratio"]
         if ratio is None:
             cells.append(f"{r['b']['median']:,.0f}")

@@ -242,6 +242,24 @@ fn report(config: &SimConfig, models: &[Model], records: Vec<SimRecord>) -> SimR
                 &per_work(|m| m.misses, i),
             );
         }
+        // The same misses per unit of work are as negligible as their rate per instruction:
+        // one set of counts must not get a verdict in one row and none in the other.
+        for i in 0..rows.len() {
+            let Some(model) = rows[i]
+                .key
+                .strip_suffix(&format!("-misses-per-{name}"))
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let per_million = format!("{model}-misses-per-m");
+            let negligible = rows
+                .iter()
+                .any(|r| r.key == per_million && r.a.max.max(r.b.max) < NEGLIGIBLE_PER_MILLION);
+            if negligible {
+                rows[i].verdict = Verdict::NoSignificantDifference;
+            }
+        }
     }
     let mut same_outputs = BTreeMap::new();
     for text in records
@@ -342,6 +360,35 @@ mod tests {
         // 50 per M against none is a verdict.
         let r = report(&config, models, vec![side(Side::A, 500), side(Side::B, 0)]);
         assert_eq!(r.rows[1].verdict, Verdict::BBetter);
+        // Per unit of work, the same negligible counts get no verdict either.
+        let config = SimConfig {
+            checks: Checks {
+                work: Some(regex::Regex::new("requests: ([0-9]+)").unwrap()),
+                ..Checks::default()
+            },
+            work_name: "request".into(),
+            ..config
+        };
+        let with_work = |side_key, misses| {
+            let mut record = side(side_key, misses);
+            record.simulated.models[0].work = Some(1000.0);
+            record
+        };
+        let r = report(
+            &config,
+            models,
+            vec![with_work(Side::A, 5), with_work(Side::B, 0)],
+        );
+        let per_request = r
+            .rows
+            .iter()
+            .find(|r| r.key == "itlb-l2-misses-per-request");
+        assert_eq!(
+            per_request.map(|r| r.verdict),
+            Some(Verdict::NoSignificantDifference),
+            "{:?}",
+            r.rows
+        );
     }
 
     #[test]
