@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout clean
+.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout bench-nginx clean
 
 all: build runtime
 
@@ -66,6 +66,11 @@ bench-postgres-tune: build
 ## bench-demo: the demo's layouts beside lld's CDSort and BOLT 19: simulated misses, requests/s (~30 min).
 bench-demo: build
 	bash bench/demo/run.sh
+
+## bench-nginx: nginx 1.22 (Debian source) relinked the documented way, beside lld's CDSort and BOLT 19:
+## simulated iTLB/i-cache misses and requests/s, server mode (~30 min).
+bench-nginx: build runtime
+	bash bench/nginx/run.sh
 
 ## bench-graph: the call graph against callgrind's exact one, per recording mode (bench/graph, ~10 min).
 bench-graph: build
