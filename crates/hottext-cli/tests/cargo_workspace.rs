@@ -14,7 +14,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{hottext, json, record_until_enough, require, require_perf, stderr, stdout, write};
+use common::{
+    hottext, json, record_until_enough, require, require_perf, runtime_lib, stderr, stdout, write,
+};
 
 const WORKSPACE: &str = r#"[workspace]
 members = ["app", "alpha", "beta"]
@@ -300,11 +302,7 @@ fn a_cargo_workspace_is_relinked_with_every_planned_function_in_the_hot_range() 
         ],
         "app.lld-order",
     );
-    let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/build/lib");
-    assert!(
-        runtime.join("libhottext_auto.a").exists(),
-        "this test needs the runtime: make -C runtime"
-    );
+    let runtime = runtime_lib();
     let with_runtime = relink(
         dir,
         &[

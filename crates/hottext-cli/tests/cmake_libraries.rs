@@ -12,7 +12,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{hottext, json, lld_dir, require_perf, run, stderr, stdout, write, KillOnDrop};
+use common::{
+    hottext, json, lld_dir, require_perf, run, runtime_lib, stderr, stdout, write, KillOnDrop,
+};
 use hottext::binary::{Binary, HUGE_PAGE};
 
 /// The leaves, in the second-level library: nearly all the samples fall here.
@@ -131,7 +133,6 @@ fn configure_profile_rebuild_verify(lists: &str, core_lists: &str) {
     common::require("cmake", &["--version"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let runtime = build_runtime(d);
     write(d, "CMakeLists.txt", lists);
     write(d, "main.c", MAIN_C);
     for (sub, source, sub_lists) in [
@@ -144,7 +145,7 @@ fn configure_profile_rebuild_verify(lists: &str, core_lists: &str) {
     }
 
     let cmake_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cmake");
-    let lib = runtime.join("lib");
+    let lib = runtime_lib();
     let configure = run(
         "cmake",
         &[
@@ -263,23 +264,6 @@ fn configure_profile_rebuild_verify(lists: &str, core_lists: &str) {
     }
 
     check_runtime(d, &json(&verify));
-}
-
-/// Builds the runtime (make -C runtime) into `dir/runtime`; returns that directory.
-fn build_runtime(dir: &Path) -> std::path::PathBuf {
-    let out = dir.join("runtime");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime");
-    run(
-        "make",
-        &[
-            "--no-print-directory",
-            "-C",
-            source.to_str().unwrap(),
-            &format!("B={}", out.display()),
-        ],
-        dir,
-    );
-    out
 }
 
 /// Runs the relinked program with the runtime's report on and checks its pages with

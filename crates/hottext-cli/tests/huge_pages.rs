@@ -9,11 +9,11 @@ mod common;
 mod program;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::{hottext, json, lld_dir, record_until_enough, run, stderr, KillOnDrop};
+use common::{hottext, json, lld_dir, record_until_enough, run, runtime_lib, stderr, KillOnDrop};
 use hottext::binary::Binary;
 use program::enough_samples;
 
@@ -66,30 +66,6 @@ int main(int argc, char **argv)
 }
 "#;
     c
-}
-
-/// The runtime, built once into a directory of its own: `libhottext_auto.a` and
-/// `libhottext_preload.so` are there.
-fn runtime_lib() -> &'static Path {
-    static LIB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &LIB.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime");
-        let build = format!("B={}", dir.path().display());
-        run(
-            "make",
-            &[
-                "--no-print-directory",
-                "-C",
-                runtime.to_str().unwrap(),
-                &build,
-            ],
-            dir.path(),
-        );
-        let lib = dir.path().join("lib");
-        (dir, lib)
-    })
-    .1
 }
 
 /// The program compiled with -ffunction-sections to `p.o` and frame pointers, linked plain as

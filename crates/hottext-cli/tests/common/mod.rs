@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub fn hottext(args: &[&str], dir: &Path) -> Output {
@@ -301,4 +302,29 @@ pub fn order_for_base(dir: &Path, format: &str, out: &str, extra: &[&str]) -> Ou
     let o = hottext(&args, dir);
     assert!(o.status.success(), "{}", stderr(&o));
     o
+}
+
+/// The runtime, built once per test binary into a directory of its own (not the source tree's
+/// runtime/build, which a fresh clone lacks): `libhottext_auto.a` and
+/// `libhottext_preload.so` are there.
+pub fn runtime_lib() -> &'static Path {
+    static LIB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &LIB.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime");
+        let build = format!("B={}", dir.path().display());
+        run(
+            "make",
+            &[
+                "--no-print-directory",
+                "-C",
+                runtime.to_str().unwrap(),
+                &build,
+            ],
+            dir.path(),
+        );
+        let lib = dir.path().join("lib");
+        (dir, lib)
+    })
+    .1
 }

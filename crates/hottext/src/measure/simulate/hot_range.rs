@@ -7,8 +7,9 @@
 //! [`Slot`]), and the figures are combined from the counts cachegrind writes per function: a
 //! function on an executable's hot pages counts its misses from the 2 MiB run, every other
 //! function its misses from the 4 KiB run of the same level. That run is made only when a
-//! process of the workload ran an executable with a hot page; otherwise the figures are the
-//! 4 KiB ones, exactly.
+//! process of the workload ran an executable with a hot page that is linked with the runtime
+//! (`hottext_hugify_self` in it: without the runtime the text stays on 4 KiB pages); otherwise
+//! the figures are the 4 KiB ones, exactly. A runtime preloaded with `LD_PRELOAD` is not seen.
 //!
 //! What the combination leaves out:
 //! - In the 4 KiB run the hot code takes 4 KiB entries too, evicting other code's pages; in the
@@ -45,8 +46,11 @@ pub(super) struct HotFunctions {
 }
 
 impl HotFunctions {
-    /// None when the executable has no whole 2 MiB page of hot range.
+    /// None when the executable has no whole 2 MiB page of hot range, or no runtime to map it.
     fn of(binary: &Binary) -> Option<HotFunctions> {
+        if !binary.links_runtime {
+            return None;
+        }
         let pages = mappable_hot_pages(binary)?;
         Some(HotFunctions {
             names: names_on_pages(&binary.functions, pages),
