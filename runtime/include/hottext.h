@@ -48,7 +48,7 @@ typedef enum hottext_status {
     HOTTEXT_THP_DISABLED_PROCESS, /* prctl(PR_SET_THP_DISABLE) is set for this process */
     HOTTEXT_THP_NEVER,            /* transparent huge pages are "never" system-wide */
     HOTTEXT_MDWE,                 /* memory-deny-write-execute forbids making the copy executable */
-    HOTTEXT_EXEC_DENIED,          /* mprotect(PROT_EXEC) refused for another reason (e.g. SELinux execmem) */
+    HOTTEXT_EXEC_DENIED,          /* mprotect(PROT_EXEC) refused by a policy: EACCES/EPERM (e.g. SELinux execmem) */
     HOTTEXT_MULTITHREADED,        /* other threads exist; remapping text under them is refused */
     HOTTEXT_NO_MARKERS,           /* __hot_start/__hot_end not found (and no range given) */
     HOTTEXT_BAD_RANGE,            /* range empty or not inside an executable mapping of the program */
@@ -56,7 +56,7 @@ typedef enum hottext_status {
     HOTTEXT_ALREADY_DONE,         /* the range is already on huge pages (e.g. called twice) */
     HOTTEXT_CAPPED,               /* the cap on huge pages (iTLB entries) is used up by earlier ranges */
     HOTTEXT_NO_HUGE_PAGES,        /* could not get any huge page (fragmentation, empty hugetlb pool) */
-    HOTTEXT_SYSCALL_FAILED,       /* an unexpected system call failure; see .error and .detail */
+    HOTTEXT_SYSCALL_FAILED,       /* an unexpected system call failure (ENOMEM...); see .error and .detail */
     HOTTEXT_STATUS_COUNT_         /* not a status: the number of statuses */
 } hottext_status;
 

@@ -7,6 +7,7 @@
  * .symtab, which no loader API can see, hence our own reader. */
 #define _GNU_SOURCE
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -96,20 +97,31 @@ int hottext__elf_open_self(struct hx_elf *e, char *why, size_t whylen)
     struct first_obj f;
     if (main_program(&f) < 0) {
         snprintf(why, whylen, "the loader reports no main program");
+        errno = ENOEXEC;
         return -1;
     }
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-        snprintf(why, whylen, "cannot open or stat /proc/self/exe");
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int err = errno;
+        snprintf(why, whylen, "cannot open /proc/self/exe (%s)", hottext__errname(err));
         if (fd >= 0)
             close(fd);
+        errno = err;
+        return -1;
+    }
+    if (st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+        snprintf(why, whylen, "/proc/self/exe is too short for an ELF file");
+        close(fd);
+        errno = ENOEXEC;
         return -1;
     }
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
     close(fd);
     if (m == MAP_FAILED) {
-        snprintf(why, whylen, "cannot map /proc/self/exe");
+        snprintf(why, whylen, "cannot map /proc/self/exe (%s)", hottext__errname(err));
+        errno = err;
         return -1;
     }
     e->map = m;
@@ -120,6 +132,7 @@ int hottext__elf_open_self(struct hx_elf *e, char *why, size_t whylen)
         h->e_phentsize != sizeof(ElfW(Phdr)) || !in_file(e, h->e_phoff, (uint64_t)h->e_phnum * sizeof(ElfW(Phdr)))) {
         snprintf(why, whylen, "/proc/self/exe is not a native ELF file");
         hottext__elf_close(e);
+        errno = ENOEXEC;
         return -1;
     }
     /* Programs started as "ld.so ./prog" have ld.so as /proc/self/exe: make
@@ -132,6 +145,7 @@ int hottext__elf_open_self(struct hx_elf *e, char *why, size_t whylen)
     if (!same) {
         snprintf(why, whylen, "/proc/self/exe is not the running program (started through ld.so?)");
         hottext__elf_close(e);
+        errno = ENOEXEC;
         return -1;
     }
     return 0;

@@ -372,6 +372,8 @@ int hottext_hugify_range(const void *start, const void *end, hottext_result *res
 extern char __hot_start[] __attribute__((weak));
 extern char __hot_end[] __attribute__((weak));
 
+/* 0 with the markers; -1 with why and errno: ENOEXEC when the program has
+ * none, else the errno of the call that kept us from looking. */
 static int markers(uintptr_t *s, uintptr_t *e, char *why, size_t whylen)
 {
     struct hx_exe exe;
@@ -396,6 +398,7 @@ static int markers(uintptr_t *s, uintptr_t *e, char *why, size_t whylen)
         snprintf(why, whylen, "neither linked-in nor in the symbol tables of /proc/self/exe");
     }
     hottext__elf_close(&elf);
+    errno = ENOEXEC;
     return found ? 0 : -1;
 }
 
@@ -410,10 +413,15 @@ int hottext_hugify_self(void)
         return last.status;
     }
     if (markers(&s, &e, why, sizeof why) < 0) {
+        /* A failed open or mmap is not "no markers": the program may have
+         * them, and the preload library would go on to its fallbacks. */
+        int err = errno;
         memset(&last, 0, sizeof last);
-        last.status = HOTTEXT_NO_MARKERS;
-        hottext__detail(&last, "__hot_start/__hot_end: %s", why);
-        hottext__say("NO_MARKERS: %s", last.detail);
+        last.status = err == ENOEXEC ? HOTTEXT_NO_MARKERS : HOTTEXT_SYSCALL_FAILED;
+        last.error = err == ENOEXEC ? 0 : err;
+        hottext__detail(&last, "__hot_start/__hot_end: %s%s", why,
+                        err == ENOEXEC ? "" : "; the markers could not be looked for, the text is as it was");
+        hottext__say("%s: %s", hottext_status_name(last.status), last.detail);
         errno = saved_errno;
         return last.status;
     }

@@ -75,7 +75,9 @@ struct hx_elf {
     size_t size;
     uintptr_t bias;        /* runtime address = link-time address + bias */
 };
-/* Map /proc/self/exe read-only and check that it is the running program. */
+/* Map /proc/self/exe read-only and check that it is the running program.
+ * -1 with why and errno: ENOEXEC when the file is not the running program's
+ * ELF file (nothing to find in it), else the errno of the call that failed. */
 int hottext__elf_open_self(struct hx_elf *e, char *why, size_t whylen);
 void hottext__elf_close(struct hx_elf *e);
 /* Link-time value of a defined symbol, from .symtab, else .dynsym. 0 if found. */
@@ -96,11 +98,16 @@ int hottext__exe_info(struct hx_exe *out);
 
 /* ---- ranges.c ---- */
 #define HX_MAX_RANGES 32
+/* A ranges file is a few lines (hottext order writes one per hot 2 MiB page);
+ * anything longer is refused unread, so that a wrong path cannot stall or
+ * flood a program's start. */
+#define HX_RANGES_FILE_MAX (64 * 1024)
 struct hx_ranges {
     size_t n;
     struct { uint64_t a, b; } r[HX_MAX_RANGES];
-    int bad; /* entries refused (each with a warning) */
+    int bad; /* sources refused (HOTTEXT_RANGES or the file), each with one warning */
 };
+/* Each adds the ranges of its source, or none when one entry is bad. */
 void hottext__ranges_env(struct hx_ranges *rs, const char *value);
 /* build_id: the running program's NT_GNU_BUILD_ID (NULL if none) */
 void hottext__ranges_file(struct hx_ranges *rs, const char *path, const void *build_id, size_t build_id_len);

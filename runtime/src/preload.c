@@ -4,17 +4,21 @@
  *
  * From a constructor, in this order:
  *  1. markers __hot_start/__hot_end in the main executable (exported, or in
- *     its .symtab): hottext_hugify_self();
+ *     its .symtab): hottext_hugify_self(); if the program file cannot be
+ *     opened or mapped to look for them, nothing (SYSCALL_FAILED): the
+ *     fallbacks are for programs known to have no markers;
  *  2. else the ranges in HOTTEXT_RANGES ("0xSTART-0xEND,0xSTART-0xEND") or in
  *     the file HOTTEXT_RANGES_FILE (one "0xSTART 0xEND" a line, '#' starts a
- *     comment, an optional "# build-id: HEX" line must match the program):
- *     link-time addresses of the executable, moved by its load bias;
+ *     comment, an optional "# build-id: HEX" line must match the program;
+ *     one bad entry voids its source, see ranges.c): link-time addresses of
+ *     the executable, moved by its load bias;
  *  3. else, only if HOTTEXT_WHOLE_TEXT=1, the executable's whole text
  *     (the hfsort paper measured that this can be slower: it is opt-in).
  * LD_PRELOAD is inherited by child processes: ranges that do not lie in the
  * executable's text, or a build-id that differs, are refused with a warning
  * instead of being applied to some other program. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,16 +52,26 @@ __attribute__((constructor)) static void hottext_preload(void)
         return;
     }
     hottext__ranges_normalise(&rs);
+    size_t outside = 0, first_outside = 0;
     for (size_t i = 0; i < rs.n; i++) {
         uintptr_t a = (uintptr_t)rs.r[i].a + exe.bias, b = (uintptr_t)rs.r[i].b + exe.bias;
         if (a < exe.text_lo || b > exe.text_hi) {
-            hottext__warn("range %#llx-%#llx is not inside the executable's text %#lx-%#lx (link-time %#lx-%#lx); ignored",
-                          (unsigned long long)rs.r[i].a, (unsigned long long)rs.r[i].b, (unsigned long)exe.text_lo,
-                          (unsigned long)exe.text_hi, (unsigned long)(exe.text_lo - exe.bias),
-                          (unsigned long)(exe.text_hi - exe.bias));
+            if (!outside++)
+                first_outside = i;
             continue;
         }
         hottext_result res = HOTTEXT_RESULT_INIT;
         (void)hottext_hugify_range((const void *)a, (const void *)b, &res);
+    }
+    /* One warning for them all: LD_PRELOAD reaches every child of a service,
+     * and each would repeat it. */
+    if (outside) {
+        char more[48] = "";
+        if (outside > 1)
+            snprintf(more, sizeof more, " and %zu more are", outside - 1);
+        hottext__warn("range %#llx-%#llx%s not inside the executable's text %#lx-%#lx (link-time %#lx-%#lx); ignored",
+                      (unsigned long long)rs.r[first_outside].a, (unsigned long long)rs.r[first_outside].b,
+                      outside > 1 ? more : " is", (unsigned long)exe.text_lo, (unsigned long)exe.text_hi,
+                      (unsigned long)(exe.text_lo - exe.bias), (unsigned long)(exe.text_hi - exe.bias));
     }
 }

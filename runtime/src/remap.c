@@ -340,10 +340,14 @@ size_t hottext__remap_copy(uintptr_t a, uintptr_t b, int hugetlb, const struct h
          * a gain, and khugepaged may collapse the rest later (VM_HUGEPAGE). */
     }
     if (mprotect(tmp, len, PROT_READ | PROT_EXEC) < 0) {
+        /* EACCES/EPERM: a policy refuses executable copies (SELinux execmem,
+         * MDWE). Anything else, ENOMEM above all (no memory to split the
+         * mapping), says nothing about policy. */
+        int denied = errno == EACCES || errno == EPERM;
         res->error = errno;
-        res->status = HOTTEXT_EXEC_DENIED;
-        hottext__detail(res, "%s: mprotect(PROT_READ|PROT_EXEC) of the copy was refused (%s)",
-                        hugetlb ? "hugetlb" : "anon", hottext__errname(errno));
+        res->status = denied ? HOTTEXT_EXEC_DENIED : HOTTEXT_SYSCALL_FAILED;
+        hottext__detail(res, "%s: mprotect(PROT_READ|PROT_EXEC) of the copy %s (%s); the text is as it was",
+                        hugetlb ? "hugetlb" : "anon", denied ? "was refused" : "failed", hottext__errname(errno));
         munmap(tmp, len);
         return 0;
     }

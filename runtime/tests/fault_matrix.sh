@@ -69,6 +69,16 @@ run swap_fails_file_path api self $FAULT HOTTEXT_FAULT_MREMAP=always
 expect swap_fails_file_path SYSCALL_FAILED 0 $FULL
 has swap_fails_file_path "unmapped it; restored" "the text is restored on the file path too"
 
+# mprotect of the copy: ENOMEM (no memory to split the mapping) is a system
+# call failure, EXEC_DENIED only for a policy's EACCES/EPERM.
+run mprotect_enomem api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_CALLS=mprotect HOTTEXT_FAULT_FROM=1
+expect mprotect_enomem SYSCALL_FAILED 0 0
+has mprotect_enomem "error=12 .*mprotect(PROT_READ|PROT_EXEC) of the copy failed (ENOMEM)" "ENOMEM is a failed call with its errno, not a refusal"
+run mprotect_eacces api self HOTTEXT_BACKING=anon $FAULT HOTTEXT_FAULT_CALLS=mprotect HOTTEXT_FAULT_FROM=1 \
+    HOTTEXT_FAULT_ERRNO=EACCES
+expect mprotect_eacces EXEC_DENIED 0 0
+has mprotect_eacces "mprotect(PROT_READ|PROT_EXEC) of the copy was refused (EACCES)" "a policy's EACCES is EXEC_DENIED"
+
 # Persistent faults, as the second hostile review injected them: every call
 # of one syscall from the Nth on fails (a failing mremap unmaps its
 # destination first), and runs of five failures of all three in a row. For
@@ -98,7 +108,7 @@ faulted() {
         fail "faults_${calls// /_}_${run}_$backing" "$what: $crashed of $runs runs failed:$bad"; fi
 }
 for backing in auto anon; do
-    for calls in mmap mremap madvise; do faulted "$calls" 0 "$backing"; done
+    for calls in mmap mremap madvise mprotect; do faulted "$calls" 0 "$backing"; done
     faulted "mmap mremap madvise" 5 "$backing"
 done
 

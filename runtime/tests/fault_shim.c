@@ -3,11 +3,14 @@
  * HOTTEXT_FAULT_MREMAP=once|always: an mremap(MREMAP_FIXED) unmaps its
  *     destination and then fails with ENOMEM, as the kernel can when it runs
  *     out of memory late in the move (once: the first such call only).
- * HOTTEXT_FAULT_CALLS="mmap mremap madvise" (any of them), HOTTEXT_FAULT_FROM=N
- *     and HOTTEXT_FAULT_RUN=K: counting calls of the syscalls listed, the Nth
- *     and every later one fail with ENOMEM (K = 0 or unset: persistent), or
- *     only K of them in a row. A failing mremap(MREMAP_FIXED) unmaps its
- *     destination first, as above.
+ * HOTTEXT_FAULT_CALLS="mmap mremap madvise mprotect" (any of them),
+ *     HOTTEXT_FAULT_FROM=N and HOTTEXT_FAULT_RUN=K: counting calls of the
+ *     syscalls listed, the Nth and every later one fail (K = 0 or unset:
+ *     persistent), or only K of them in a row. A failing mremap(MREMAP_FIXED)
+ *     unmaps its destination first, as above.
+ * HOTTEXT_FAULT_ERRNO=ENOMEM|EACCES|EPERM: the errno of those failures but
+ *     mremap's (default ENOMEM: the kernel out of memory; EACCES/EPERM: a
+ *     policy such as SELinux refusing).
  * HOTTEXT_FAULT_OPEN=1: open() of /proc/self/exe, or of a test program under
  *     a ".../run/" directory, fails with EACCES, so the program file cannot be
  *     reopened to restore the text. */
@@ -34,13 +37,19 @@ static int counted_fault(const char *name)
     return nth >= first && (len <= 0 || nth < first + len);
 }
 
+static int fault_errno(void)
+{
+    const char *e = getenv("HOTTEXT_FAULT_ERRNO");
+    return !e ? ENOMEM : strcmp(e, "EACCES") == 0 ? EACCES : strcmp(e, "EPERM") == 0 ? EPERM : ENOMEM;
+}
+
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     static void *(*real)(void *, size_t, int, int, int, off_t);
     if (!real)
         real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     if (counted_fault("mmap")) {
-        errno = ENOMEM;
+        errno = fault_errno();
         return MAP_FAILED;
     }
     return real(addr, len, prot, flags, fd, off);
@@ -52,10 +61,22 @@ int madvise(void *addr, size_t len, int advice)
     if (!real)
         real = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "madvise");
     if (counted_fault("madvise")) {
-        errno = ENOMEM;
+        errno = fault_errno();
         return -1;
     }
     return real(addr, len, advice);
+}
+
+int mprotect(void *addr, size_t len, int prot)
+{
+    static int (*real)(void *, size_t, int);
+    if (!real)
+        real = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "mprotect");
+    if (counted_fault("mprotect")) {
+        errno = fault_errno();
+        return -1;
+    }
+    return real(addr, len, prot);
 }
 
 void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)

@@ -2,9 +2,10 @@
  *
  * Each input is read twice, as HOTTEXT_RANGES (up to its first NUL) and as a
  * HOTTEXT_RANGES_FILE (an in-memory file), then normalised; what the parser
- * keeps must be non-empty ranges, at most HX_MAX_RANGES of them, and after
- * normalising sorted and 2 MiB apart. A violation aborts, which the fuzzer
- * reports with the input.
+ * keeps must be non-empty ranges, at most HX_MAX_RANGES of them, none from a
+ * source it refused (one bad entry voids its source), and after normalising
+ * sorted and 2 MiB apart. A violation aborts, which the fuzzer reports with
+ * the input.
  *
  * Built two ways:
  *   clang -fsanitize=fuzzer,address,undefined        libFuzzer (`make fuzz`)
@@ -45,6 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hottext__ranges_env(&rs, env);
     free(env);
     check_kept(&rs);
+    if (rs.bad && rs.n)
+        abort(); /* a refused HOTTEXT_RANGES added ranges */
+    size_t kept_before = rs.n;
+    int bad_before = rs.bad;
 
     int fd = memfd_create("hottext-fuzz-ranges", 0);
     if (fd < 0)
@@ -60,6 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hottext__ranges_file(&rs, path, build_id, sizeof build_id);
     close(fd);
     check_kept(&rs);
+    if (rs.bad != bad_before && rs.n != kept_before)
+        abort(); /* a refused file added ranges */
 
     hottext__ranges_normalise(&rs);
     check_kept(&rs);

@@ -286,7 +286,10 @@ has preload_ranges_wrong_build "build-id differs" "warns"
 
 run preload_bad_ranges plain_nomark none $PRE HOTTEXT_RANGES="0x10-zz,nonsense,0x5-0x1,0x1000-0x2000"
 expect preload_bad_ranges NO_MARKERS 0 0
-has preload_bad_ranges "not inside the executable's text" "refuses a range outside the text"
+has preload_bad_ranges 'cannot use "0x10-zz,nonsense.*HOTTEXT_RANGES ignored' "one bad entry voids the variable"
+
+# (its own file: hostile ranges files and variables, an unmappable program file)
+. tests/preload_inputs.sh
 
 # fuzz_ranges_smoke: the parser of those ranges on the seeds of fuzz/seeds/ranges and 20 000
 # mutations of them (`make fuzz` searches for hours). A seed's range that reaches the top of the
