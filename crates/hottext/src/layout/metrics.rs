@@ -276,7 +276,7 @@ fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
 /// What [`hot_ranges`] found.
 pub struct HotRanges {
     /// At most `max_pages` of the pages that hold 99 % of the samples, hottest first, adjacent
-    /// ones merged, in address order.
+    /// ones merged; the ranges in the order of their hottest page.
     pub ranges: Vec<(StatedAddr, StatedAddr)>,
     /// Pages among those that the text does not hold whole: their samples stay on 4 KiB pages.
     pub partial_pages: usize,
@@ -299,14 +299,29 @@ pub fn hot_ranges(
     };
     let (mut pages, partial): (Vec<u64>, Vec<u64>) = hottest.into_iter().partition(|&p| whole(p));
     pages.truncate(max_pages);
-    pages.sort_unstable();
-    let mut ranges: Vec<(StatedAddr, StatedAddr)> = Vec::new();
-    for p in pages {
+    // Adjacent pages merge into one range; the ranges are listed by their hottest page, so that
+    // a runtime that keeps only its first ranges (32) keeps the hottest.
+    let mut by_address: Vec<(u64, usize)> = pages
+        .iter()
+        .enumerate()
+        .map(|(heat, &p)| (p, heat))
+        .collect();
+    by_address.sort_unstable();
+    let mut ranges: Vec<((StatedAddr, StatedAddr), usize)> = Vec::new();
+    for (p, heat) in by_address {
         match ranges.last_mut() {
-            Some(last) if last.1 .0 == p * HUGE_PAGE => last.1 .0 += HUGE_PAGE,
-            _ => ranges.push((StatedAddr(p * HUGE_PAGE), StatedAddr((p + 1) * HUGE_PAGE))),
+            Some((last, hottest)) if last.1 .0 == p * HUGE_PAGE => {
+                last.1 .0 += HUGE_PAGE;
+                *hottest = (*hottest).min(heat);
+            }
+            _ => ranges.push((
+                (StatedAddr(p * HUGE_PAGE), StatedAddr((p + 1) * HUGE_PAGE)),
+                heat,
+            )),
         }
     }
+    ranges.sort_by_key(|&(_, heat)| heat);
+    let ranges = ranges.into_iter().map(|(range, _)| range).collect();
     HotRanges {
         ranges,
         partial_pages: partial.len(),

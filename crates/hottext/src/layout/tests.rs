@@ -391,4 +391,17 @@ fn hot_ranges_pick_the_hottest_huge_pages_and_merge_neighbours() {
     // The text ends inside page 9 and starts inside page 5: only page 6 is whole.
     let short = [text(5 * MB2 + 0x1000, 9 * MB2 + 0x8000)];
     assert_eq!(pages(&short, 8), (vec![(6, 7)], 2));
+    // Ranges come hottest first (a runtime that keeps its first 32 keeps the hottest): with c
+    // the hottest, page 9 leads.
+    let g = graph(
+        &[("a", 64, 30), ("b", 64, 20), ("c", 64, 50), ("cold", 64, 0)],
+        &[],
+    );
+    let hot = hot_ranges(&g, &at.to_vec(), &all, 8);
+    let ranges: Vec<(u64, u64)> = hot
+        .ranges
+        .iter()
+        .map(|(s, e)| (s.0 / MB2, e.0 / MB2))
+        .collect();
+    assert_eq!(ranges, [(9, 10), (5, 7)]);
 }
