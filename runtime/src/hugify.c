@@ -329,9 +329,9 @@ static void hugify(uintptr_t start, uintptr_t end, hottext_result *res)
         done[ndone].b = b;
         ndone++;
     }
-    if (res->backing != HOTTEXT_BACKING_FILE && o->perf_map) {
+    if (res->backing != HOTTEXT_BACKING_FILE && o->perf_map != HX_MAP_OFF) {
         char where[160];
-        long n = hottext__perf_map_write(a, b, where, sizeof where);
+        long n = hottext__perf_map_write(a, b, o->perf_map == HX_MAP_KEEP, where, sizeof where);
         if (n < 0)
             hottext__say("no perf map: %s", where);
         else

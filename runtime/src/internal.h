@@ -14,13 +14,15 @@
 
 /* ---- options.c: HOTTEXT_* variables and the output function ---- */
 enum hx_backing_choice { HX_AUTO, HX_FILE, HX_ANON, HX_HUGETLB };
+/* HOTTEXT_PERF_MAP: none, a map removed when the process exits, or one kept for a later report. */
+enum hx_perf_map { HX_MAP_OFF, HX_MAP_ON, HX_MAP_KEEP };
 
 struct hx_options {
     int enabled;           /* HOTTEXT_HUGIFY, default 1 */
     int verbose;           /* HOTTEXT_VERBOSE, default 0 */
     long max_pages;        /* HOTTEXT_MAX_PAGES, 0 = not set */
     enum hx_backing_choice backing; /* HOTTEXT_BACKING, default auto */
-    int perf_map;          /* HOTTEXT_PERF_MAP, default 1 */
+    enum hx_perf_map perf_map; /* HOTTEXT_PERF_MAP, default on */
 };
 
 const struct hx_options *hottext__options(void);
@@ -115,8 +117,9 @@ void hottext__ranges_file(struct hx_ranges *rs, const char *path, const void *bu
 void hottext__ranges_normalise(struct hx_ranges *rs);
 
 /* ---- perfmap.c ---- */
-/* Append /tmp/perf-PID.map lines for the functions in [lo, hi) (runtime). */
-long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, char *why, size_t whylen);
+/* Append /tmp/perf-PID.map lines for the functions in [lo, hi) (runtime); a file it created is
+ * removed at exit unless `keep`. */
+long hottext__perf_map_write(uintptr_t lo, uintptr_t hi, int keep, char *why, size_t whylen);
 
 /* ---- remap.c: the three ways to put [a, b) on huge pages ---- */
 /* Each returns the number of huge pages now backing [a, b) (> 0, the text was

@@ -114,6 +114,18 @@ static enum hx_backing_choice env_backing(void)
     return HX_AUTO;
 }
 
+static enum hx_perf_map env_perf_map(void)
+{
+    const char *v = secure_getenv("HOTTEXT_PERF_MAP");
+    if (v && !strcmp(v, "keep"))
+        return HX_MAP_KEEP;
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
+        hottext__warn("HOTTEXT_PERF_MAP=\"%.40s\" is not 0, 1 or keep; using 1", v);
+        return HX_MAP_ON;
+    }
+    return hottext__env_flag("HOTTEXT_PERF_MAP", 1) ? HX_MAP_ON : HX_MAP_OFF;
+}
+
 const struct hx_options *hottext__options(void)
 {
     static struct hx_options opt;
@@ -125,7 +137,7 @@ const struct hx_options *hottext__options(void)
         opt.enabled = hottext__env_flag("HOTTEXT_HUGIFY", 1);
         opt.max_pages = env_count("HOTTEXT_MAX_PAGES");
         opt.backing = env_backing();
-        opt.perf_map = hottext__env_flag("HOTTEXT_PERF_MAP", 1);
+        opt.perf_map = env_perf_map();
     }
     return &opt;
 }

@@ -179,9 +179,25 @@ run no_malloc_anon api_4k self HOTTEXT_VERBOSE=1 HOTTEXT_PERF_MAP=1
 expect no_malloc_anon OK $FULL $FULL4K anon
 has no_malloc_anon "mallocs=0 " "no malloc during the anonymous path with verbose output and perf map"
 pid=$(field no_malloc_anon result pid)
-if grep -q " hot_kernel$" "/tmp/perf-$pid.map" 2>/dev/null; then ok "no_malloc_anon: /tmp/perf-$pid.map names hot_kernel"; else
-    fail no_malloc_anon_perf_map "/tmp/perf-$pid.map lacks hot_kernel"; fi
+# The map it wrote is gone once it exited (else thousands of runs fill /tmp).
+if grep -q "functions named in /tmp/perf-$pid.map" "$T/no_malloc_anon.err" && [ ! -e "/tmp/perf-$pid.map" ]; then
+    ok "no_malloc_anon: /tmp/perf-$pid.map written, and removed at exit"; else
+    fail no_malloc_anon_perf_map "/tmp/perf-$pid.map not written, or left after exit"; fi
 rm -f "/tmp/perf-$pid.map"
+# perfmap_keep: HOTTEXT_PERF_MAP=keep leaves it, for a perf report after the process.
+run perfmap_keep api_4k self HOTTEXT_PERF_MAP=keep
+pid=$(field perfmap_keep result pid)
+if grep -q " hot_kernel$" "/tmp/perf-$pid.map" 2>/dev/null; then ok "perfmap_keep: /tmp/perf-$pid.map names hot_kernel after exit"; else
+    fail perfmap_keep "/tmp/perf-$pid.map lacks hot_kernel"; fi
+rm -f "/tmp/perf-$pid.map"
+# perfmap_jit: a map that was there already (a JIT's) is appended to and left.
+env HOTTEXT_PERF_MAP=1 sh -c 'echo "1000 10 jit_code" > "/tmp/perf-$$.map"; exec "$0" self' \
+    "$T/api_4k" > "$T/perfmap_jit.out" 2> "$T/perfmap_jit.err"
+spid=$(sed -n 's/^result .*\bpid=\([0-9]*\).*/\1/p' "$T/perfmap_jit.err" | head -1)
+if [ -n "$spid" ] && grep -q "^1000 10 jit_code$" "/tmp/perf-$spid.map" && grep -q " hot_kernel$" "/tmp/perf-$spid.map"; then
+    ok "perfmap_jit: another writer's map is appended to and kept"; else
+    fail perfmap_jit "/tmp/perf-$spid.map: $(head -c 200 "/tmp/perf-$spid.map" 2>&1 | tr '\n' '|')"; fi
+[ -n "$spid" ] && rm -f "/tmp/perf-$spid.map"
 # perfmap_symlink: a symlink planted at /tmp/perf-PID.map (sh's $$ is the PID the program
 # execs into) must not be followed: the target stays as it was, the program runs on, and the
 # library says why it wrote no map.
@@ -324,7 +340,7 @@ else
 
     # perf attaching later sees anonymous text and needs /tmp/perf-PID.map.
     rm -f "$T/perf2.data"
-    HOTTEXT_BACKING=anon "$T/api_4k" perf 4 > /dev/null 2> "$T/perf2.err" &
+    HOTTEXT_BACKING=anon HOTTEXT_PERF_MAP=keep "$T/api_4k" perf 4 > /dev/null 2> "$T/perf2.err" &
     prog=$!
     for _ in $(seq 50); do grep -q '^ready' "$T/perf2.err" && break; sleep 0.1; done
     perf record -q -e cpu-clock -g -p $prog -o "$T/perf2.data" -- sleep 1.5 > /dev/null 2>> "$T/perf2.log"

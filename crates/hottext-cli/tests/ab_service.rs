@@ -7,35 +7,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ab, f, free_port, hottext, json, row, run, serial, stderr, write, KillOnDrop};
-
-/// Processes whose command line mentions `marker`, other than this test's.
-fn processes_mentioning(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if cmdline.contains(marker) && !zombie {
-            found.push(format!("{pid}: {cmdline}"));
-        }
-    }
-    found
-}
+use common::{
+    ab, f, free_port, hottext, json, processes_mentioning, row, run, serial, stderr, write,
+    KillOnDrop,
+};
 
 /// A Python HTTP server on a free loopback port, its readiness probe, and a bounded load that
 /// prints its request rate.

@@ -51,6 +51,62 @@ fn install_weekly_writes_the_units_and_prints_the_cron_line() {
 }
 
 #[test]
+fn install_refuses_a_service_name_that_systemd_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "hottext.toml",
+        "[service]\nname = \"x%n%i%%\"\npid = 1\n[store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
+    );
+    let out = hottext(
+        &[
+            "pipeline",
+            "install",
+            "--weekly",
+            "--config",
+            "hottext.toml",
+        ]
+        .into_iter()
+        .chain(["--unit-dir", "units", "--no-enable"])
+        .collect::<Vec<_>>(),
+        d,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[service] name \"x%n%i%%\" holds '%'"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!d.join("units").exists(), "units were written");
+}
+
+#[test]
+fn a_zero_frequency_is_refused_before_the_service_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let started = d.join("started");
+    write(
+        d,
+        "hottext.toml",
+        &format!(
+            "[service]\nname = \"svc\"\nbinary = \"/bin/sleep\"\n\
+             command = [\"sh\", \"-c\", \"touch {} && exec sleep 100\"]\n\
+             [record]\nseconds = 1\nfrequency = 0\n[store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
+            started.display()
+        ),
+    );
+    let out = hottext(&["pipeline", "run", "--config", "hottext.toml"], d);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[record] frequency 0 samples a second records nothing"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!started.exists(), "the service was started");
+}
+
+#[test]
 fn a_config_with_two_targets_is_an_input_error() {
     let dir = tempfile::tempdir().unwrap();
     write(

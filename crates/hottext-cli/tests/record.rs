@@ -176,3 +176,26 @@ fn record_pins_a_running_process_and_gives_its_affinity_back() {
     let profile = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
     assert!(call_weight(&profile, "hot", "leaf") > 0, "{profile}");
 }
+
+#[test]
+fn a_duration_too_short_for_perf_or_a_zero_frequency_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            ["--duration", "1e-10"],
+            "--duration 0.0000000001 is not a recording length: give at least 0.1 seconds",
+        ),
+        (
+            ["--frequency", "0"],
+            "--frequency 0 samples a second records nothing",
+        ),
+    ] {
+        let out = hottext(
+            &["record", args[0], args[1], "-o", "x.data", "--", "true"],
+            dir.path(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(!dir.path().join("x.data").exists(), "{args:?}: perf ran");
+    }
+}

@@ -1,6 +1,7 @@
 //! `hottext tune` on the demo service: two knobs, a verdict for each setting tried, the THP
 //! setting as it was afterwards; and a run killed with SIGKILL whose THP change the next start
-//! puts back.
+//! puts back; a second run with another state directory refused while the first changes THP,
+//! and signals other than SIGTERM putting it back too.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{hottext, json, stderr, stdout, KillOnDrop};
+use common::{hottext, json, serial, stderr, stdout, KillOnDrop};
 
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 fn thp() -> String {
@@ -18,9 +19,10 @@ fn thp() -> String {
     text[start..start + text[start..].find(']').unwrap()].to_string()
 }
 
-// One test: both parts change the machine's THP setting, which must not happen at once.
+// Tests that change the machine's THP setting take turns (`serial`).
 #[test]
 fn tune_judges_each_setting_puts_thp_back_and_recovers_after_a_crash() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let demo = common::demo(d);
@@ -124,6 +126,67 @@ fn tune_judges_each_setting_puts_thp_back_and_recovers_after_a_crash() {
         "{}",
         stdout(&restored)
     );
+}
+
+#[test]
+fn a_run_with_another_state_directory_is_refused_and_any_signal_puts_thp_back() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = thp();
+    let command = "i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done";
+    for signal in ["USR1", "ALRM"] {
+        let first_state = d.join(format!("state-{signal}"));
+        let mut tune = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_hottext"))
+                .args(["tune", "--command", command, "--knobs", "thp"])
+                .args(["--max-runs", "24", "--state-dir"])
+                .arg(&first_state)
+                .current_dir(d)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let until = Instant::now() + Duration::from_secs(120);
+        while thp() == before {
+            assert!(Instant::now() < until, "tune never changed THP");
+            assert!(
+                tune.0.try_wait().unwrap().is_none(),
+                "tune ended before changing THP"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Its changed value must not become another run's original.
+        let other_state = d.join("other-state");
+        let second = hottext(
+            &["tune", "--command", "true", "--knobs", "thp", "--state-dir"]
+                .into_iter()
+                .chain([other_state.to_str().unwrap()])
+                .collect::<Vec<_>>(),
+            d,
+        );
+        assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+        assert!(
+            stderr(&second).contains(&format!("another hottext tune is changing {THP}")),
+            "{}",
+            stderr(&second)
+        );
+        assert!(!other_state.join("tune-restore").exists());
+
+        Command::new("kill")
+            .args(["-s", signal, &tune.0.id().to_string()])
+            .status()
+            .unwrap();
+        let status = tune.0.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(2),
+            "SIG{signal}: an interrupted tune exits 2"
+        );
+        assert_eq!(thp(), before, "SIG{signal} left THP changed");
+        assert!(!first_state.join("tune-restore").exists());
+    }
 }
 
 /// The layout knob: a command per layout against the command as given. The "layout" here is the

@@ -14,7 +14,8 @@ use hottext::diagnose::binary::frame_pointer_share;
 use hottext::measure::cancel;
 use hottext::os::proc::Pid;
 use hottext::profile::record::{
-    affinity, plan, Machine, Outcome, Plan, Request, Scope, Session, Target,
+    affinity, check_frequency, check_seconds, plan, Machine, Outcome, Plan, Request, Scope,
+    Session, Target,
 };
 use hottext::profile::SampleKind;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -123,12 +124,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let duration = match args.duration {
-        Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--duration must be a positive number of seconds")
+        Some(s) => {
+            check_seconds("--duration", s).map_err(anyhow::Error::msg)?;
+            Some(output::seconds("--duration", s)?)
         }
-        Some(s) => Some(output::seconds("--duration", s)?),
         None => None,
     };
+    if let Some(f) = args.frequency {
+        check_frequency("--frequency", f).map_err(anyhow::Error::msg)?;
+    }
     let machine = Machine::probe().context("cannot tell what perf can do here")?;
     let runs_on = match &target {
         Target::Pid(pid) => {

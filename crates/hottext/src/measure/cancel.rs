@@ -13,9 +13,28 @@ extern "C" fn note(_signal: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// Turns SIGINT, SIGTERM and SIGHUP into a flag (instead of ending the process) and returns it.
+/// The signals whose default action ends the process and that a program may catch: each is
+/// handled as SIGTERM is, so that none ends hottext with a system setting changed or a command
+/// left running. SIGPIPE stays ignored (Rust's default: a closed pipe is an error where written).
+const TERMINATING: [libc::c_int; 12] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+    libc::SIGSTKFLT,
+];
+
+/// Turns every catchable terminating signal ([`TERMINATING`]) into a flag (instead of ending the
+/// process) and returns it.
 pub fn on_interrupt() -> &'static AtomicBool {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for signal in TERMINATING {
         // SAFETY: a zeroed sigaction with a handler that only stores to an atomic; sa_mask is
         // emptied by sigemptyset before use.
         unsafe {

@@ -16,7 +16,7 @@ use super::MeasureError;
 use crate::os::cpus::{self, CpuSet};
 use crate::os::group::Group;
 pub use crate::os::group::Stopped;
-use crate::os::proc::{clock_ticks_per_second, processes, tree, Pid, ProcStat};
+use crate::os::proc::{clock_ticks_per_second, Pid, ProcStat};
 
 /// Between two runs of the ready command.
 const READY_POLL: Duration = Duration::from_millis(100);
@@ -119,10 +119,11 @@ impl Server {
         }
     }
 
-    /// CPU seconds the server's process tree has used so far.
+    /// CPU seconds the server's processes, daemons included, have used so far.
     pub fn cpu_seconds(&self) -> f64 {
-        let all = processes();
-        let ticks: u64 = tree(&all, self.pid())
+        let ticks: u64 = self
+            .group
+            .members()
             .iter()
             .map(ProcStat::ticks_with_reaped_children)
             .sum();
@@ -146,6 +147,7 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::proc::processes;
 
     fn own_cpus() -> Vec<u32> {
         cpus::own().unwrap().iter().collect()

@@ -1,20 +1,21 @@
-//! Commands run as process groups of their own, so that a command and everything it started
-//! stop together: when hottext stops them, when it drops them after an error or a signal, and
-//! when hottext itself dies first. Everything hottext starts runs this way: `perf record` and
+//! Commands run as process groups of their own, each in a [`Scope`] that also holds the daemons
+//! it started, so that a command and everything it started stop together: when hottext stops
+//! them, when it drops them after an error or a signal, and when hottext itself dies first. Everything hottext starts runs this way: `perf record` and
 //! the command it records, the commands `ab` and `stat` count under `perf stat`, servers and
 //! loads under `ab`, and the pipeline's service and load.
 //!
 //! Dying first (SIGKILL, a crash) is covered twice: the leader gets SIGTERM from the kernel
-//! (`PR_SET_PDEATHSIG`), and a [`Watchdog`] stops the rest of the group, which the death signal
-//! does not reach (a shell's children, perf's workload).
+//! (`PR_SET_PDEATHSIG`), and a [`Watchdog`] stops the rest of the scope, which the death signal
+//! does not reach (a shell's children, perf's workload, daemons).
 
 use std::io::{self, IsTerminal};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::proc::{processes, tree, Pid};
+use super::proc::{processes, Pid, ProcStat};
+use super::scope::Scope;
+use super::watchdog::Watchdog;
 
 /// How long a group dropped without [`Group::stop`] (an error, Ctrl-C) gets after SIGTERM.
 pub const DROP_GRACE: Duration = Duration::from_secs(5);
@@ -59,12 +60,20 @@ pub struct Stopped {
     pub forced: bool,
 }
 
-/// Stops the process group `leader` leads and every process of its tree, also those that left
-/// the group: SIGTERM, then SIGKILL to what is left after `grace`. Returns once they are all
-/// gone and the leader is reaped.
-pub fn stop_tree(leader: &mut Child, grace: Duration) -> Stopped {
+/// Stops the process group `leader` leads and every process of its scope, also those that left
+/// the group or the tree: SIGTERM, then SIGKILL to what is left after `grace`. Returns once they
+/// are all gone and the leader is reaped.
+fn stop_tree(leader: &mut Child, scope: &Scope, grace: Duration) -> Stopped {
     let pgid = leader.id() as Pid;
-    let members: Vec<Pid> = tree(&processes(), pgid).iter().map(|p| p.pid).collect();
+    let scoped = scope.members(&processes(), pgid);
+    let stopped = stop_members(leader, &scoped, grace);
+    Scope::reap_adopted(&scoped, pgid);
+    stopped
+}
+
+fn stop_members(leader: &mut Child, scoped: &[ProcStat], grace: Duration) -> Stopped {
+    let pgid = leader.id() as Pid;
+    let members: Vec<Pid> = scoped.iter().map(|p| p.pid).collect();
     signal_group(pgid, libc::SIGTERM);
     signal_all(&members, libc::SIGTERM);
     let until = Instant::now() + grace;
@@ -90,9 +99,9 @@ pub fn stop_tree(leader: &mut Child, grace: Duration) -> Stopped {
 /// tree is frozen (SIGSTOP) with a SIGTERM pending; the others, the leaves, get SIGTERM and until
 /// `grace` to exit; then the parents resume (SIGCONT), handle their SIGTERM with no child left
 /// to kill, and [`stop_tree`] finishes as usual.
-pub fn stop_leaves_first(leader: &mut Child, grace: Duration) -> Stopped {
+fn stop_leaves_first(leader: &mut Child, scope: &Scope, grace: Duration) -> Stopped {
     let pgid = leader.id() as Pid;
-    let members = tree(&processes(), pgid);
+    let members = scope.members(&processes(), pgid);
     let is_parent = |pid: Pid| members.iter().any(|p| p.ppid == pid);
     let (parents, leaves): (Vec<Pid>, Vec<Pid>) = members
         .iter()
@@ -113,7 +122,7 @@ pub fn stop_leaves_first(leader: &mut Child, grace: Duration) -> Stopped {
         std::thread::sleep(POLL);
     }
     signal_all(&parents, libc::SIGCONT);
-    stop_tree(leader, grace)
+    stop_tree(leader, scope, grace)
 }
 
 /// None of `pids` is alive (a zombie has exited; its frozen parent reaps it later).
@@ -145,85 +154,41 @@ pub fn stdin_for_group() -> Stdio {
     }
 }
 
-/// Stops a group should hottext die without stopping it. A shell, in a process group of its own
-/// (so that Ctrl-C at the terminal does not end it first), reads a pipe whose other end only
-/// hottext holds. The pipe ends when hottext does, however it died; the shell then sends the
-/// group SIGTERM, and SIGKILL two seconds later. A group that hottext stops itself kills its
-/// watchdog first, so that a process group id the kernel may hand out again is never signalled.
-#[derive(Debug)]
-struct Watchdog {
-    shell: Child,
-    /// The pipe's write end, held, never written: its closing is the signal.
-    _alive: OwnedFd,
-}
-
-/// The watchdog's script; `$1` is the process group to stop.
-const WATCHDOG: &str =
-    "read _ ; kill -s TERM -- -\"$1\" 2>/dev/null || exit 0; sleep 2; kill -s KILL -- -\"$1\" 2>/dev/null";
-
-impl Watchdog {
-    fn start(pgid: Pid) -> io::Result<Watchdog> {
-        let (reader, alive) = pipe()?;
-        let shell = Command::new("sh")
-            .args(["-c", WATCHDOG, "hottext-watchdog", &pgid.to_string()])
-            .stdin(reader)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        Ok(Watchdog {
-            shell,
-            _alive: alive,
-        })
-    }
-}
-
-/// A pipe's read and write ends, both close-on-exec: no other child holds the end that must
-/// close.
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors are new and owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        // Killed before `_alive` closes (fields drop after this), so it never acts.
-        let _ = self.shell.kill();
-        let _ = self.shell.wait();
-    }
-}
-
-/// A running command leading its own process group ([`own_group`]), watched by a
-/// [`Watchdog`]; its whole tree is stopped when it is dropped.
+/// A running command leading its own process group ([`own_group`]) in a [`Scope`] of its own,
+/// watched by a [`Watchdog`]; its whole scope is stopped when it is dropped.
 #[derive(Debug)]
 pub struct Group {
     child: Child,
+    scope: Scope,
     stopped: bool,
     _watchdog: Watchdog,
 }
 
 impl Group {
-    /// Starts `cmd` in a process group of its own, and its watchdog.
+    /// Starts `cmd` in a process group and a scope of its own, and its watchdog.
     pub fn spawn(cmd: &mut Command) -> io::Result<Group> {
         own_group(cmd);
+        let scope = Scope::new();
+        scope.mark(cmd);
         let mut child = cmd.spawn()?;
-        let watchdog = match Watchdog::start(child.id() as Pid) {
+        let watchdog = match Watchdog::start(child.id() as Pid, &scope) {
             Ok(w) => w,
             Err(e) => {
-                stop_tree(&mut child, Duration::ZERO);
+                stop_tree(&mut child, &scope, Duration::ZERO);
                 return Err(e);
             }
         };
         Ok(Group {
             child,
+            scope,
             stopped: false,
             _watchdog: watchdog,
         })
+    }
+
+    /// Every live process of the scope now: the tree, the group and the daemons it left.
+    pub fn members(&self) -> Vec<ProcStat> {
+        self.scope.members(&processes(), self.pid())
     }
 
     pub fn pid(&self) -> Pid {
@@ -245,29 +210,29 @@ impl Group {
         self.child.try_wait()
     }
 
-    /// Stops the whole tree (see [`stop_tree`]); once stopped, dropping does nothing more.
+    /// Stops the whole scope (see [`stop_tree`]); once stopped, dropping does nothing more.
     pub fn stop(&mut self, grace: Duration) -> Stopped {
         if self.stopped {
             return Stopped { forced: false };
         }
         self.stopped = true;
-        stop_tree(&mut self.child, grace)
+        stop_tree(&mut self.child, &self.scope, grace)
     }
 
-    /// Stops the whole tree leaves first (see [`stop_leaves_first`]).
+    /// Stops the whole scope leaves first (see [`stop_leaves_first`]).
     pub fn stop_leaves_first(&mut self, grace: Duration) -> Stopped {
         if self.stopped {
             return Stopped { forced: false };
         }
         self.stopped = true;
-        stop_leaves_first(&mut self.child, grace)
+        stop_leaves_first(&mut self.child, &self.scope, grace)
     }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         if !self.stopped {
-            stop_tree(&mut self.child, DROP_GRACE);
+            stop_tree(&mut self.child, &self.scope, DROP_GRACE);
         }
     }
 }
@@ -275,6 +240,7 @@ impl Drop for Group {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::proc::processes;
 
     fn alive(pid: Pid) -> bool {
         super::super::proc::stat(pid).is_some_and(|p| p.state != 'Z')
@@ -316,6 +282,31 @@ mod tests {
         drop(group);
         assert!(!alive(leader) && !alive(outside), "left running");
         assert!(in_group.iter().all(|&p| !alive(p)), "left running");
+    }
+
+    #[test]
+    fn dropping_a_group_stops_a_daemon_it_left_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        // A double fork: the subshell starts a new session's `sleep` and exits, so the sleep is
+        // in neither the tree nor the group; its parent is now this process, the subreaper.
+        let script = format!(
+            "(setsid sleep 1003 & echo $! > {}); exec sleep 1004",
+            dir.path().join("pid").display()
+        );
+        let group = Group::spawn(Command::new("sh").args(["-c", &script])).unwrap();
+        let daemon = background(dir.path());
+        let until = Instant::now() + Duration::from_secs(10);
+        while super::super::proc::stat(daemon).map(|p| p.ppid) != Some(std::process::id() as Pid) {
+            assert!(Instant::now() < until, "the daemon was never adopted");
+            std::thread::sleep(POLL);
+        }
+        assert!(group.members().iter().any(|p| p.pid == daemon));
+        drop(group);
+        assert!(!alive(daemon), "the daemon was left running");
+        assert!(
+            !super::super::proc::exists(daemon),
+            "the daemon was left a zombie"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::os::proc::Pid;
+use crate::profile::record;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -319,17 +320,18 @@ impl Config {
         if s.version.is_some() && s.version_command.is_some() {
             return Err("[service] give version or version_command, not both".into());
         }
-        if s.name.is_empty() || s.name.contains(|c: char| c.is_whitespace() || c == '/') {
-            return Err(format!(
-                "[service] name '{}' must be a word (it names files and units)",
-                s.name
-            ));
-        }
+        // It names files, the lock and git branches too, which systemd's rule keeps plain.
+        super::schedule::check_service_name(&s.name)?;
         // A day is more than any recording needs; a larger figure is a typo (1e30 once panicked).
         if !(self.record.seconds > 0.0 && self.record.seconds <= 86400.0) {
             return Err(
                 "[record] seconds must be a number of seconds above 0 and at most 86400".into(),
             );
+        }
+        // Checked here, before the service starts, not by the recording after it.
+        record::check_seconds("[record] seconds", self.record.seconds)?;
+        if let Some(f) = self.record.frequency {
+            record::check_frequency("[record] frequency", f)?;
         }
         if !(0.0..=3600.0).contains(&s.startup_seconds) {
             return Err("[service] startup_seconds must be from 0 to 3600".into());

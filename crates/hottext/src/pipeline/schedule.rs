@@ -11,6 +11,41 @@ use crate::os::shell;
 /// Where systemd reads the units that an administrator installs.
 pub const SYSTEM_UNIT_DIR: &str = "/etc/systemd/system";
 
+/// What every unit name starts with; the service's name follows.
+const UNIT_PREFIX: &str = "hottext-pipeline-";
+/// The longest ending a unit name gets after the service's name (a fleet host's service unit).
+const LONGEST_UNIT_ENDING: &str = "-upload.service";
+/// systemd's limit on a unit name, in bytes.
+const UNIT_NAME_MAX: usize = 255;
+
+/// Whether `service` can name systemd units (`hottext-pipeline-SERVICE.timer` and the like):
+/// systemd takes ASCII letters, digits and `:-_.\`, `@` at most once (a template's instance),
+/// and at most 255 bytes. A name it would reject is refused here, before anything is written.
+pub fn check_service_name(service: &str) -> Result<(), String> {
+    let rule = "letters, digits and :-_.\\, '@' at most once";
+    if let Some(c) = service
+        .chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || ":-_.\\@".contains(c)))
+    {
+        return Err(format!(
+            "[service] name {service:?} holds {c:?}, which systemd does not take in a unit name ({rule})"
+        ));
+    }
+    if service.matches('@').count() > 1 {
+        return Err(format!(
+            "[service] name {service:?} holds '@' more than once, which systemd does not take in a unit name ({rule})"
+        ));
+    }
+    let most = UNIT_NAME_MAX - UNIT_PREFIX.len() - LONGEST_UNIT_ENDING.len();
+    if service.is_empty() || service.len() > most {
+        return Err(format!(
+            "[service] name must be 1 to {most} bytes (it names systemd units, at most {UNIT_NAME_MAX}), not {}",
+            service.len()
+        ));
+    }
+    Ok(())
+}
+
 /// The two unit files for one service's pipeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Units {
@@ -61,7 +96,7 @@ pub fn weekly(
     job: Job,
 ) -> Result<Units, ScheduleError> {
     let (suffix, flag, calendar, cron_time) = job.parts();
-    let name = format!("hottext-pipeline-{service}{suffix}");
+    let name = format!("{UNIT_PREFIX}{service}{suffix}");
     let (hottext, config) = (line_safe(hottext)?, line_safe(config)?);
     if hottext.contains(['\'', '"', '\\']) {
         return Err(ScheduleError::UnsafePath {
@@ -208,6 +243,20 @@ pub fn enable(units: &Units) -> Result<(), ScheduleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_names_follow_systemds_unit_name_rules() {
+        for good in ["web", "db_2:main.x", "a@b", "back\\slash"] {
+            check_service_name(good).unwrap();
+        }
+        let why = |name: &str| check_service_name(name).unwrap_err();
+        assert!(why("x%n%i%%").contains("holds '%'"), "{}", why("x%n%i%%"));
+        assert!(why("a b").contains("holds ' '"));
+        assert!(why("a@b@c").contains("'@' more than once"));
+        assert!(why("").contains("1 to 223 bytes"));
+        assert!(why(&"x".repeat(224)).contains("not 224"));
+        check_service_name(&"x".repeat(223)).unwrap();
+    }
 
     #[test]
     fn weekly_units_run_the_pipeline_with_absolute_paths() {

@@ -79,6 +79,8 @@ pub enum TuneError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Busy(std::io::Error),
     #[error("the knobs change system settings ({files}), which needs the state directory {dir}: run as root, or give --state-dir DIR")]
     NoStateDir { dir: PathBuf, files: String },
 }
@@ -94,9 +96,12 @@ pub fn tune(
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, TuneError> {
-    let restore_err = |source| TuneError::Restore {
-        dir: plan.state_dir.clone(),
-        source,
+    let restore_err = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::WouldBlock => TuneError::Busy(source),
+        _ => TuneError::Restore {
+            dir: plan.state_dir.clone(),
+            source,
+        },
     };
     let settings = plan
         .knobs

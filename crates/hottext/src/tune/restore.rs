@@ -7,7 +7,9 @@
 //! it must be: it is read only when owned by this user and writable by no one else, never
 //! through a symbolic link, and only its lines naming files `tune` itself writes are acted on.
 //! One run at a time holds the state directory's lock: a second run would take the first's
-//! changed values for the originals.
+//! changed values for the originals. Runs with different state directories are kept apart by
+//! the settings themselves: each run holds an exclusive `flock` on every file it may change,
+//! so the second run refuses to start instead.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -73,6 +75,38 @@ pub struct Recovered {
 pub struct Restore {
     path: PathBuf,
     saved: Vec<(PathBuf, String)>,
+    /// The settings' files, locked until they are put back (they drop after `drop` ran).
+    _held: Vec<File>,
+}
+
+/// Takes an exclusive `flock` on each of `files` that exists; an error of kind `WouldBlock`,
+/// naming the file, when another run holds one.
+fn hold(files: &[&Path]) -> io::Result<Vec<File>> {
+    let mut held = Vec::new();
+    for &path in files {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        };
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.kind() == io::ErrorKind::WouldBlock {
+                io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another hottext tune is changing {} (with another --state-dir): wait for it to end, or it would take that run's value for the original",
+                        path.display()
+                    ),
+                )
+            } else {
+                io::Error::new(e.kind(), format!("lock {}: {e}", path.display()))
+            });
+        }
+        held.push(file);
+    }
+    Ok(held)
 }
 
 /// `always [madvise] never` → `madvise`; a plain value as it is.
@@ -189,9 +223,10 @@ impl Restore {
         Ok(Recovered { put_back, gone })
     }
 
-    /// Records the current values of `files` (those that exist) in `state_dir` before any of
-    /// them changes. With no files, nothing is written.
+    /// Locks `files` (those that exist) against other runs and records their current values in
+    /// `state_dir` before any of them changes. With no files, nothing is written.
     pub fn save(state_dir: &Path, _held: &Lock, files: &[&Path]) -> io::Result<Restore> {
+        let held = hold(files)?;
         let mut saved = Vec::new();
         for &file in files {
             if let Ok(text) = std::fs::read_to_string(file) {
@@ -206,7 +241,11 @@ impl Restore {
         if !saved.is_empty() {
             write_atomic(&path, text.as_bytes())?;
         }
-        Ok(Restore { path, saved })
+        Ok(Restore {
+            path,
+            saved,
+            _held: held,
+        })
     }
 
     /// The value `file` had when tuning started.
@@ -268,6 +307,25 @@ mod tests {
             second.to_string().contains("another hottext tune"),
             "{second}"
         );
+    }
+
+    #[test]
+    fn a_run_with_another_state_directory_cannot_change_a_held_setting() {
+        let (dir, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let setting = dir.path().join("enabled");
+        std::fs::write(&setting, "madvise").unwrap();
+        let first_lock = Lock::take(dir.path()).unwrap();
+        let first = Restore::save(dir.path(), &first_lock, &[&setting]).unwrap();
+        let second_lock = Lock::take(other.path()).unwrap();
+        let e = Restore::save(other.path(), &second_lock, &[&setting]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            e.to_string().contains("another hottext tune is changing"),
+            "{e}"
+        );
+        assert!(!other.path().join(FILE).exists(), "nothing recorded");
+        first.finish().unwrap();
+        Restore::save(other.path(), &second_lock, &[&setting]).unwrap();
     }
 
     #[test]

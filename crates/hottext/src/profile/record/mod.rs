@@ -38,6 +38,29 @@ pub use session::{Outcome, Session};
 
 /// 4999 rather than 5000 so that sampling does not run in lockstep with periodic timers.
 pub const DEFAULT_FREQUENCY: u32 = 4999;
+/// The shortest recording asked for: perf takes tens of milliseconds to start, and a recording
+/// stopped before that ends perf by the stop signal with nothing written.
+pub const MIN_SECONDS: f64 = 0.1;
+
+/// Why `seconds` (named `what`) cannot be how long to record, if it cannot.
+pub fn check_seconds(what: &str, seconds: f64) -> Result<(), String> {
+    if seconds.is_finite() && seconds >= MIN_SECONDS {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} {seconds} is not a recording length: give at least {MIN_SECONDS} seconds (perf needs that to start)"
+    ))
+}
+
+/// Why `frequency` (named `what`) cannot be a sampling rate, if it cannot.
+pub fn check_frequency(what: &str, frequency: u32) -> Result<(), String> {
+    if frequency == 0 {
+        return Err(format!(
+            "{what} 0 samples a second records nothing: give at least 1 (default {DEFAULT_FREQUENCY})"
+        ));
+    }
+    Ok(())
+}
 /// Above this many CPUs, sampling all the CPUs a program may use writes too much (each CPU
 /// adds its own samples of every program); pin the program with `--cpu` instead.
 pub const MAX_CPU_WIDE: usize = 16;
