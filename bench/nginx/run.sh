@@ -11,6 +11,8 @@
 #        hot-4k       the same order without the runtime (4 KiB pages)
 #        lld-cdsort   lld 19 orders hottext's call edges itself (--call-graph-profile-sort=cdsort)
 #        bolt         BOLT 19 -reorder-functions=cdsort on the baseline (plain samples, -nl)
+#        bolt-keepnops  the same with -keep-nops: BOLT deletes the NOPs gcc pads loops and jumps
+#                     with, which packs code as much as any order does (docs/build.md's -falign-*)
 #   5. `hottext verify --binary` and `--pid` on hot (its hot 2 MiB page must be huge)
 #   6. `hottext ab --simulate` in server mode, each configuration against the baseline, with a
 #      request-count load; `hot` also at several hot-range offsets
@@ -18,7 +20,9 @@
 #
 # Environment: BENCH_DIR (default /tmp/hottext-nginx), PORT (default 18080), LOAD_SECONDS (30),
 # SIM_REQUESTS (requests of each kind in a simulated run, 300), REQUESTS (timed, 20000),
-# RUNS (timed rounds, 10), OFFSETS ("0 64 128 192"), MEASURE (1).
+# RUNS (timed rounds, 10), OFFSETS ("0 64 128 192"), MEASURE (1), SIMULATE (1), REUSE (0: with 1,
+# the binaries of an earlier run in BENCH_DIR are measured again, from step 5 on, e.g. to time
+# them once the machine is quiet: SIMULATE=0 REUSE=1).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -54,6 +58,9 @@ relink() { # NAME EXTRA-LINK-FLAGS: nginx's own link rule with more flags
         { tail -20 "$out/$name.link.log"; exit 1; }
     mv "$src/objs/nginx" "$out/$name"
 }
+if [ "${REUSE:-0}" = 1 ] && [ -x "$out/bolt-keepnops" ]; then
+    echo "reusing the binaries in $out"
+else
 relink base -Wl,--emit-relocs
 
 step "record ${load_seconds}s of load: stacks for hottext, plain samples for BOLT"
@@ -93,7 +100,11 @@ relink lld-cdsort -fuse-ld=lld -B"$llvm" -Wl,--emit-relocs \
     "-Wl,--call-graph-ordering-file=$out/cg.txt" -Wl,--call-graph-profile-sort=cdsort
 "$llvm/llvm-bolt" "$out/base" -o "$out/bolt" -data="$out/bolt.fdata" -reorder-functions=cdsort \
     >"$out/bolt.log" 2>&1 || { tail -20 "$out/bolt.log"; exit 1; }
+"$llvm/llvm-bolt" "$out/base" -o "$out/bolt-keepnops" -data="$out/bolt.fdata" \
+    -reorder-functions=cdsort -keep-nops >"$out/bolt-keepnops.log" 2>&1 ||
+    { tail -20 "$out/bolt-keepnops.log"; exit 1; }
 relink base -Wl,--emit-relocs # objs/nginx is the plain build again
+fi
 
 step "verify: the hot range and its huge page"
 "$hottext" verify --binary "$out/hot"
@@ -106,21 +117,23 @@ for _ in $(seq 100); do $ready && break; sleep 0.1; done
 kill $server
 wait $server || true
 
-configs="hot hot-4k lld-cdsort bolt"
-step "simulate each configuration against the baseline (server mode, $sim_requests requests of each kind)"
+configs="hot hot-4k lld-cdsort bolt bolt-keepnops"
+[ "${SIMULATE:-1}" = 1 ] && step "simulate each configuration against the baseline (server mode, $sim_requests requests of each kind)"
 simulate() { # NAME B-BINARY [ab options]
     local name=$1 b=$2
     shift 2
     "$hottext" ab --simulate --json "$@" \
         --server-a "$(serve "$out/base")" --server-b "$(serve "$b")" --ready "$ready" \
-        --load "$site/load.sh $sim_requests" --metric 'requests: ([0-9]+)' --metric-name requests \
+        --load "$site/load.sh $sim_requests" --metric 'requests: ([0-9]+)' --metric-name request \
         --ready-timeout 120 >"$out/sim-$name.json"
     echo "  $name simulated"
 }
-for c in $configs; do
-    simulate "$c" "$out/$c"
-done
-simulate hot-offsets "$out/hot-at-{offset}" --offsets "$(echo "$offsets" | tr ' ' ,)"
+if [ "${SIMULATE:-1}" = 1 ]; then
+    for c in $configs; do
+        simulate "$c" "$out/$c"
+    done
+    simulate hot-offsets "$out/hot-at-{offset}" --offsets "$(echo "$offsets" | tr ' ' ,)"
+fi
 
 if [ "${MEASURE:-1}" = 1 ]; then
     step "time each configuration against the baseline: $runs rounds, $requests requests of each kind"
