@@ -12,41 +12,15 @@ set -euo pipefail
 # (MAKELEVEL 0); under `make bench-postgres` this script is a sub-make's child, so forget that.
 unset MAKELEVEL MAKEFLAGS MFLAGS MAKEOVERRIDES
 dir=${BENCH_DIR:-/tmp/hottext-pg}
+here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dir"
 cd "$dir"
 
-# deb-src entry (idempotent): a copy of the deb822 source list with Types: deb-src.
-if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    src=/etc/apt/sources.list.d/debian.sources
-    [ -f "$src" ] || { echo "build.sh: $src not found; add a deb-src entry by hand" >&2; exit 2; }
-    sed 's/^Types: deb$/Types: deb-src/' "$src" >/etc/apt/sources.list.d/hottext-deb-src.sources
-    apt-get update -qq
-fi
 # What configure and the build need (the tarball ships bison/flex outputs; install them anyway
-# so that a patched grammar still builds), dpkg-dev for `apt-get source`, and for run.sh bolt-19,
-# lld-19 (the lld-* configurations) and valgrind (sim.py).
-need=""
-for p in dpkg-dev bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19 lld-19 valgrind; do
-    dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
-done
-[ -z "$need" ] || apt-get install -y -qq $need >/dev/null
-
-if [ ! -d src ]; then
-    rm -rf pkg && mkdir pkg
-    # The newest version first; a mirror may lack it (the security archive's 15.20 gave 404
-    # here), so fall back to the other versions apt knows.
-    ok=""
-    for v in $(apt-cache showsrc postgresql-15 | sed -n 's/^Version: //p' | sort -rV); do
-        if (cd pkg && apt-get source -qq --download-only "postgresql-15=$v" >/dev/null 2>&1); then
-            ok=$v; break
-        fi
-        rm -f pkg/*
-    done
-    [ -n "$ok" ] || { echo "build.sh: apt-get source postgresql-15 failed for every version" >&2; exit 1; }
-    echo "source: postgresql-15 $ok"
-    (cd pkg && dpkg-source -x --no-check ./*.dsc tree >/dev/null)
-    mv pkg/tree src
-fi
+# so that a patched grammar still builds), and for run.sh bolt-19, lld-19 (the lld-*
+# configurations) and valgrind (sim.py).
+. "$here/../debian_source.sh"
+debian_source postgresql-15 bison flex libreadline-dev zlib1g-dev perl gcc make bolt-19 lld-19 valgrind
 
 cd src
 start=$SECONDS

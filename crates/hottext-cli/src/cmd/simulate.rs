@@ -84,19 +84,10 @@ pub fn run_ab(config: SimConfig, json: bool, interrupted: &AtomicBool) -> anyhow
     } else {
         print_ab(&config, &report)?;
     }
-    if report.outputs_differ() {
-        let seen: Vec<String> = report
-            .same_outputs
-            .iter()
-            .map(|(text, n)| format!("'{text}' in {n} runs"))
-            .collect();
-        eprintln!(
-            "hottext: ab failed: --expect-same found different outputs: {}",
-            seen.join(", ")
-        );
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(super::ab::expect_same_status(
+        report.outputs_differ(),
+        &report.same_outputs,
+    ))
 }
 
 fn print_ab(config: &SimConfig, r: &SimReport) -> anyhow::Result<()> {

@@ -42,21 +42,12 @@ impl Lock {
             .write(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(state_dir.join(LOCK))?;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.kind() == io::ErrorKind::WouldBlock {
-                io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!(
-                        "another hottext tune is running with {} (one at a time: each puts back what it changed)",
-                        state_dir.display()
-                    ),
-                )
-            } else {
-                e
-            });
-        }
+        lock_or_say(&file, || {
+            format!(
+                "another hottext tune is running with {} (one at a time: each puts back what it changed)",
+                state_dir.display()
+            )
+        })?;
         Ok(Lock { _file: file })
     }
 }
@@ -79,6 +70,20 @@ pub struct Restore {
     _held: Vec<File>,
 }
 
+/// Takes an exclusive `flock` on `file` without waiting; when another process holds it, an
+/// error of kind `WouldBlock` that says `busy()`.
+fn lock_or_say(file: &File, busy: impl FnOnce() -> String) -> io::Result<()> {
+    // SAFETY: flock on a descriptor the caller owns and keeps open.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    Err(match e.kind() {
+        io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::WouldBlock, busy()),
+        _ => e,
+    })
+}
+
 /// Takes an exclusive `flock` on each of `files` that exists; an error of kind `WouldBlock`,
 /// naming the file, when another run holds one.
 fn hold(files: &[&Path]) -> io::Result<Vec<File>> {
@@ -89,21 +94,16 @@ fn hold(files: &[&Path]) -> io::Result<Vec<File>> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         };
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.kind() == io::ErrorKind::WouldBlock {
-                io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!(
-                        "another hottext tune is changing {} (with another --state-dir): wait for it to end, or it would take that run's value for the original",
-                        path.display()
-                    ),
-                )
-            } else {
-                io::Error::new(e.kind(), format!("lock {}: {e}", path.display()))
-            });
-        }
+        lock_or_say(&file, || {
+            format!(
+                "another hottext tune is changing {} (with another --state-dir): wait for it to end, or it would take that run's value for the original",
+                path.display()
+            )
+        })
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock => e,
+            kind => io::Error::new(kind, format!("lock {}: {e}", path.display())),
+        })?;
         held.push(file);
     }
     Ok(held)

@@ -3,6 +3,7 @@
 mod simulated;
 mod table;
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
@@ -239,19 +240,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for w in &report.warnings {
         output::warn(w);
     }
-    if report.outputs_differ() {
-        let seen: Vec<String> = report
-            .same_outputs
-            .iter()
-            .map(|(text, n)| format!("'{text}' in {n} runs"))
-            .collect();
-        eprintln!(
-            "hottext: ab failed: --expect-same found different outputs: {}",
-            seen.join(", ")
-        );
-        return Ok(ExitCode::from(1));
+    Ok(expect_same_status(
+        report.outputs_differ(),
+        &report.same_outputs,
+    ))
+}
+
+/// Exit status 1, saying what differed, when --expect-same found different outputs (`same`:
+/// each text seen and in how many runs); else success. Timed and simulated A/B runs alike.
+pub(crate) fn expect_same_status(differ: bool, same: &BTreeMap<String, usize>) -> ExitCode {
+    if !differ {
+        return ExitCode::SUCCESS;
     }
-    Ok(ExitCode::SUCCESS)
+    let seen: Vec<String> = same
+        .iter()
+        .map(|(text, n)| format!("'{text}' in {n} runs"))
+        .collect();
+    eprintln!(
+        "hottext: ab failed: --expect-same found different outputs: {}",
+        seen.join(", ")
+    );
+    ExitCode::from(1)
 }
 
 fn config(args: &Args) -> anyhow::Result<Config> {
