@@ -108,9 +108,8 @@ pub fn perf_data(data: &[u8]) -> bool {
     });
     let file = memfd();
     (&file).write_all(data).expect("writing an in-memory file");
-    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
     let read = crate::profile::read(
-        Path::new(&path),
+        &crate::os::proc::fd_path(&file),
         binary,
         &crate::profile::Options::default(),
         &mut |_, _| {},

@@ -32,7 +32,7 @@ pub mod merge;
 /// ([`merge::merge_weighted`]), as it does the body's counts.
 pub mod counted_header {
     /// Samples of the recording in the binary.
-    pub const SAMPLES: &str = "samples";
+    pub(crate) const SAMPLES: &str = "samples";
     /// Samples of the processes that ran the binary.
     pub const PROCESS_SAMPLES: &str = "process-samples";
     /// Of the call weight, how much went through tail calls.
@@ -44,7 +44,7 @@ pub mod counted_header {
     /// One line per place the processes' samples fell in: `<samples> <place>`.
     pub const CPU_SAMPLES: &str = "cpu-samples";
     /// The keys with one count each.
-    pub const SINGLE: [&str; 5] = [
+    pub(crate) const SINGLE: [&str; 5] = [
         SAMPLES,
         PROCESS_SAMPLES,
         TAIL_CALL_WEIGHT,

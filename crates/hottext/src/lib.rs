@@ -13,7 +13,8 @@
 //! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
 //! [`binary`] holds the ELF facts the stages share (names, build-id, code fingerprints), [`os`]
-//! what they ask of the operating system (CPU sets, processes, shell words, atomic writes),
+//! what they ask of the operating system (every `/proc` and `/sys` read, CPU sets, processes,
+//! signals, shell words, atomic writes),
 //! [`demangle`] and [`listing`] the words people read (names, short lists in messages);
 //! `fuzz` the fuzz targets' bodies.
 //!

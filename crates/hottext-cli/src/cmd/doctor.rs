@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -14,9 +14,9 @@ use hottext::diagnose::profile::{call_graph, own_code};
 use hottext::diagnose::{binary, build_remedy, front_end, pmd, process, system, Check, Status};
 use hottext::graph::Graph;
 use hottext::layout::metrics::Metrics;
-use hottext::measure::cancel;
 use hottext::measure::events::{EventPlan, Vendor};
-use hottext::os::proc::Pid;
+use hottext::os::cancel;
+use hottext::os::proc::{self, Pid};
 use hottext::report::heat::placed_in;
 use serde::Serialize;
 
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     output::seconds("--record", args.record)?;
     if let Some(pid) = args.pid {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if !proc::exists(pid) {
             anyhow::bail!("--pid {pid}: no such process (is the service running? pidof NAME)");
         }
     }
@@ -98,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // package upgrade replaced the file or from outside its container; the link's text names it.
     let binary_path = match (&args.binary, args.pid) {
         (Some(b), _) => Some(b.clone()),
-        (None, Some(pid)) => Some(PathBuf::from(format!("/proc/{pid}/exe"))),
+        (None, Some(pid)) => Some(proc::exe_link(pid)),
         (None, None) => None,
     };
     let mut checks = Vec::new();
@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // goes in (/proc/PID itself takes no files).
     let exe_file = match (&args.binary, args.pid) {
         (Some(b), _) => Some(b.clone()),
-        (None, Some(pid)) => std::fs::read_link(format!("/proc/{pid}/exe")).ok(),
+        (None, Some(pid)) => proc::exe(pid).ok(),
         (None, None) => None,
     };
     let binary = binary.map(|mut b| {
@@ -146,7 +146,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             checks.extend(own_code(&profile));
             let placed = placed_in(&profile, b, || fingerprints(b).unwrap_or_default());
             let (check, map) = binary::spread(b, &placed);
-            hot_pages = (map.pages_99 * 4096).div_ceil(2 << 20).max(1);
+            hot_pages = (map.pages_99 * 4096)
+                .div_ceil(hottext::binary::HUGE_PAGE)
+                .max(1);
             checks.push(check);
             let (check, now, then) = front_end::estimate(&placed);
             checks.push(check);

@@ -158,7 +158,7 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         lock_wait: output::seconds("--lock-wait", args.lock_wait)?,
         // Ctrl-C, SIGTERM (systemd stopping the timer's unit) and SIGHUP stop the run cleanly.
-        cancel: hottext::measure::cancel::on_interrupt(),
+        cancel: hottext::os::cancel::on_interrupt(),
         from_uploads: args.merge_uploads,
     };
     if args.merge_uploads {

@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::diagnose::binary::frame_pointer_share;
-use hottext::measure::cancel;
+use hottext::os::cancel;
 use hottext::os::proc::Pid;
 use hottext::profile::record::{
     affinity, check_frequency, check_seconds, plan, Machine, Outcome, Plan, Request, Scope,
@@ -232,7 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// would); `None` when it cannot be found.
 fn program(target: &Target) -> Option<PathBuf> {
     let name = match target {
-        Target::Pid(pid) => return Some(PathBuf::from(format!("/proc/{pid}/exe"))),
+        Target::Pid(pid) => return Some(hottext::os::proc::exe_link(*pid)),
         Target::Command(cmd) => PathBuf::from(cmd.first()?),
     };
     if name.components().count() > 1 {

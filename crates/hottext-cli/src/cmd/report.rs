@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context};
 use hottext::binary::fingerprint::fingerprints;
-use hottext::binary::Binary;
+use hottext::binary::{Binary, StatedAddr};
 use hottext::graph::Graph;
 use hottext::report::{heat_map, mark_huge, render, ForestRow, HistoryRow, Report};
 use serde_json::Value;
@@ -142,7 +142,7 @@ fn add_artefact(report: &mut Report, doc: &Value, name: &str) -> anyhow::Result<
             let address = p["address"].as_u64().context("a page without an address")?;
             let backing = p["backing"].as_str().unwrap_or("?").to_string();
             if backing != "small" {
-                huge.push(address.saturating_sub(bias));
+                huge.push(StatedAddr(address.saturating_sub(bias)));
             }
             report.huge_pages.push((address, backing));
         }

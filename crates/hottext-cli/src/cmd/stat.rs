@@ -10,7 +10,8 @@ use std::os::fd::AsFd;
 
 use hottext::measure::counts::{Counts, METRICS};
 use hottext::measure::events::{Counter, EventPlan, Vendor};
-use hottext::measure::{cancel, perf_stat, stat};
+use hottext::measure::{perf_stat, stat};
+use hottext::os::cancel;
 use serde::Serialize;
 
 use crate::output;

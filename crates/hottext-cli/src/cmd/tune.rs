@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hottext::measure::ab::{Config, Regex, Service, ServiceMetric};
-use hottext::measure::cancel;
 use hottext::measure::events::EventPlan;
 use hottext::measure::stats::{Better, Verdict};
+use hottext::os::cancel;
 use hottext::os::cpus;
 use hottext::tune::knobs::{knob, may_write, Given, Layout, NAMES};
 use hottext::tune::restore::{Lock, Restore, DEFAULT_STATE_DIR};

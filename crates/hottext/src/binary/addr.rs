@@ -35,7 +35,7 @@ impl LoadBias {
 
 impl StatedAddr {
     /// Where a process loaded with `bias` has this address.
-    pub fn to_runtime(self, bias: LoadBias) -> RuntimeAddr {
+    pub(crate) fn to_runtime(self, bias: LoadBias) -> RuntimeAddr {
         RuntimeAddr(self.0.wrapping_add(bias.0))
     }
 }

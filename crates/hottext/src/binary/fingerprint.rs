@@ -21,7 +21,7 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     /// A fingerprint written as hex (a profile's `fn-hash` header), with the function's size.
-    pub fn parse_hex(hex: &str, size: u64) -> Option<Fingerprint> {
+    pub(crate) fn parse_hex(hex: &str, size: u64) -> Option<Fingerprint> {
         Some(Fingerprint {
             size,
             hash: u64::from_str_radix(hex, 16).ok()?,

@@ -21,10 +21,11 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, Sy
 type NameMap<V> = foldhash::HashMap<String, V>;
 
 /// Name of the symbol the layout puts at the start of the hot range (2 MiB aligned).
-pub const HOT_START: &str = "__hot_start";
+pub(crate) const HOT_START: &str = "__hot_start";
 /// Name of the symbol just past the last hot function.
-pub const HOT_END: &str = "__hot_end";
-/// Huge page size on x86-64 and the alignment of `__hot_start`.
+pub(crate) const HOT_END: &str = "__hot_end";
+/// Huge page size on x86-64 (a PMD mapping): the alignment of `__hot_start`, the unit the
+/// runtime maps and the kernel's smaps counts in `AnonHugePages`/`FilePmdMapped`.
 pub const HUGE_PAGE: u64 = 2 << 20;
 /// The runtime's function that maps the hot range: a binary that has it is linked with the
 /// runtime (statically it is a hidden symbol of `.symtab`, dynamically an import).
@@ -241,7 +242,7 @@ impl Binary {
     }
 
     /// Whether the profile's `build-id` header is this file's own, known on both sides.
-    pub fn is_build_of(&self, profile_build_id: Option<&str>) -> bool {
+    pub(crate) fn is_build_of(&self, profile_build_id: Option<&str>) -> bool {
         profile_build_id.is_some() && profile_build_id == self.build_id_hex().as_deref()
     }
 
@@ -273,7 +274,7 @@ impl Binary {
     }
 
     /// The file offset an address inside an executable segment is loaded from.
-    pub fn offset_for_stated(&self, addr: StatedAddr) -> Option<FileOffset> {
+    pub(crate) fn offset_for_stated(&self, addr: StatedAddr) -> Option<FileOffset> {
         self.exec_segments
             .iter()
             .find(|s| addr >= s.start && addr.0 < s.start.0 + s.file_size)
@@ -281,7 +282,7 @@ impl Binary {
     }
 
     /// The stated address that a file offset inside an executable segment is loaded at.
-    pub fn stated_for_offset(&self, offset: FileOffset) -> Option<StatedAddr> {
+    pub(crate) fn stated_for_offset(&self, offset: FileOffset) -> Option<StatedAddr> {
         self.exec_segments
             .iter()
             .find(|s| offset.0 >= s.offset.0 && offset.0 < s.offset.0 + s.file_size)

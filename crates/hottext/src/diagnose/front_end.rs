@@ -141,7 +141,7 @@ pub fn top_down(vendor: Vendor, pid: Pid, interval: Duration, cancel: &AtomicBoo
 /// The level-1 shares in percent from `perf stat -j -M …` output (one JSON object a line):
 /// `frontend_bound`, `bad_speculation`, `backend_bound`, `retiring`, whatever perf's tables
 /// call them (`tma_frontend_bound`, `Frontend_Bound`, `frontend bound`).
-pub fn parse_top_down(text: &str) -> Vec<(String, f64)> {
+pub(crate) fn parse_top_down(text: &str) -> Vec<(String, f64)> {
     const LEVEL_1: [&str; 4] = [
         "frontend_bound",
         "bad_speculation",

@@ -1,14 +1,19 @@
 //! Can this kernel map a file's text with 2 MiB pages on this filesystem? Tried for real, as the
 //! runtime's file backing would: a scratch file of 4 MiB in the folder, mapped read-only and
 //! executable at a 2 MiB boundary, `MADV_HUGEPAGE`, then `MADV_COLLAPSE`, then `FilePmdMapped`
-//! in /proc/self/smaps. (It needs CONFIG_READ_ONLY_THP_FOR_FS, or a filesystem with large
+//! in this process's smaps. (It needs CONFIG_READ_ONLY_THP_FOR_FS, or a filesystem with large
 //! folios, and THP not `never`.)
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-const TWO_MIB: usize = 2 << 20;
+use crate::binary::RuntimeAddr;
+use crate::os::mappings::{smaps, Vma};
+use crate::os::proc::Pid;
+
+/// One huge page, as the mapping calls count bytes.
+const TWO_MIB: usize = crate::binary::HUGE_PAGE as usize;
 /// Linux's MADV_COLLAPSE (6.1); libc names it only on newer versions.
 const MADV_COLLAPSE: libc::c_int = 25;
 
@@ -60,7 +65,7 @@ pub fn file_pmd_mapped(dir: &Path) -> Result<u64, String> {
             std::hint::black_box(touched);
             let collapse = libc::madvise(mapped, 2 * TWO_MIB, MADV_COLLAPSE);
             let errno = std::io::Error::last_os_error();
-            let kb = smaps_field(mapped as usize, "FilePmdMapped:");
+            let kb = own_mapping(RuntimeAddr(mapped as u64)).map(|v| v.file_huge_bytes / 1024);
             match (kb, collapse) {
                 (Some(kb), _) if kb > 0 => Ok(kb),
                 (_, 0) => Ok(0),
@@ -72,19 +77,10 @@ pub fn file_pmd_mapped(dir: &Path) -> Result<u64, String> {
     }
 }
 
-/// A field of the mapping that starts at `start` in /proc/self/smaps, in kB.
-fn smaps_field(start: usize, key: &str) -> Option<u64> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-    let head = format!("{start:x}-");
-    let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
-    lines.next()?;
-    lines
-        // Field lines start with their key ("FilePmdMapped:"); the next mapping's header does not.
-        .take_while(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.ends_with(':'))
-        })
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+/// This process's mapping that starts at `start`.
+fn own_mapping(start: RuntimeAddr) -> Option<Vma> {
+    smaps(std::process::id() as Pid)
+        .ok()?
+        .into_iter()
+        .find(|v| v.start == start)
 }

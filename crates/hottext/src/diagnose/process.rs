@@ -4,66 +4,17 @@
 use std::time::Duration;
 
 use super::{build_remedy, Check, Status};
-use crate::os::proc::Pid;
+use crate::os::proc::{self, status_field, Pid};
+use crate::os::sys;
 use crate::verify::check_process;
 
 const AREA: &str = "service";
 
-fn status_field(pid: Pid, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
-}
-
-/// Context switches of every thread of `pid`.
-fn switches(pid: Pid) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-        .map(|s| {
-            s.lines()
-                .filter(|l| l.contains("ctxt_switches"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>()
-        })
-        .sum()
-}
-
-/// The memory limit of the cgroup of `pid`, v2 or v1; `None` when unlimited or unknown.
-fn memory_limit(pid: Pid) -> Option<u64> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let file = match controllers {
-            "" => format!("/sys/fs/cgroup{path}/memory.max"),
-            c if c.split(',').any(|c| c == "memory") => {
-                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
-            }
-            _ => continue,
-        };
-        if let Some(limit) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            // v1 writes "no limit" as a page-rounded i64::MAX.
-            return (limit < 1 << 60).then_some(limit);
-        }
-    }
-    None
-}
-
 /// The systemd unit a process runs in, from its cgroup (`0::/system.slice/db.service`).
 fn systemd_unit(pid: Pid) -> Option<String> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    cgroups
-        .lines()
-        .filter_map(|l| l.rsplit_once(':'))
-        .flat_map(|(_, path)| path.split('/').rev())
+    proc::cgroups(pid)
+        .iter()
+        .flat_map(|group| group.path.split('/').rev())
         .find(|part| part.ends_with(".service"))
         .map(str::to_string)
 }
@@ -122,7 +73,7 @@ fn write_execute(pid: Pid) -> Check {
 
 /// The path of the process's executable as its maps name it (` (deleted)` after an upgrade).
 fn exe_path(pid: Pid) -> Option<String> {
-    std::fs::read_link(format!("/proc/{pid}/exe"))
+    proc::exe(pid)
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
 }
@@ -172,7 +123,7 @@ pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>, rust: b
         None => {}
     }
     out.push(write_execute(pid));
-    out.push(match memory_limit(pid) {
+    out.push(match sys::cgroup_memory_limit(pid) {
         Some(limit) => Check::new(
             AREA,
             "cgroup memory limit",
@@ -181,9 +132,10 @@ pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>, rust: b
         ),
         None => Check::new(AREA, "cgroup memory limit", Status::Info, "none"),
     });
-    let before = switches(pid);
+    let before = proc::context_switches(pid);
     std::thread::sleep(interval);
-    let per_second = (switches(pid).saturating_sub(before)) as f64 / interval.as_secs_f64();
+    let per_second =
+        (proc::context_switches(pid).saturating_sub(before)) as f64 / interval.as_secs_f64();
     out.push(Check::new(
         AREA,
         "context switches",
@@ -194,10 +146,10 @@ pub fn checks(pid: Pid, interval: Duration, links_runtime: Option<bool>, rust: b
         },
         format!("{per_second:.0} a second"),
     ));
-    let nodes = super::system::numa_nodes();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok();
+    let nodes = sys::numa_nodes();
+    let maps = proc::maps(pid);
     let text_nodes = maps.as_deref().and_then(|maps| {
-        let numa_maps = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).ok()?;
+        let numa_maps = proc::numa_maps(pid)?;
         text_pages_by_node(maps, &numa_maps, &exe_path(pid)?)
     });
     out.push(Check::new(

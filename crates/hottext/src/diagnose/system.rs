@@ -2,13 +2,12 @@
 //! compaction, the hugetlb pool, and whether this kernel maps a file's text with 2 MiB pages
 //! on a given filesystem (tried on a scratch file).
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::{Check, Status};
-
-const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+/// `tune`'s knobs ask it too.
+pub use crate::os::sys::numa_nodes;
+use crate::os::sys::{self, Counters, Zone, THP_DIR as THP};
 
 /// The THP settings: the selected word of each file (`[madvise]` → `madvise`).
 #[derive(Debug, Clone, Serialize)]
@@ -17,15 +16,6 @@ pub struct Thp {
     pub defrag: Option<String>,
     /// khugepaged's own defrag switch (0 or 1).
     pub khugepaged_defrag: Option<String>,
-}
-
-/// One zone's line of /proc/buddyinfo.
-#[derive(Debug, Clone, Serialize)]
-pub struct Zone {
-    pub node: u32,
-    pub zone: String,
-    /// Free blocks of each order (order k is 2^k pages of 4 KiB).
-    pub free: Vec<u64>,
 }
 
 /// What the system section measured.
@@ -43,38 +33,12 @@ pub struct Memory {
     pub hugetlb_page_kb: Option<u64>,
 }
 
-/// `always [madvise] never` → `madvise`.
-pub fn selected(text: &str) -> Option<String> {
-    let start = text.find('[')? + 1;
-    let end = start + text[start..].find(']')?;
-    Some(text[start..end].to_string())
-}
-
-fn read(path: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
 pub fn thp() -> Thp {
     Thp {
-        enabled: read(format!("{THP}/enabled")).and_then(|t| selected(&t)),
-        defrag: read(format!("{THP}/defrag")).and_then(|t| selected(&t)),
-        khugepaged_defrag: read(format!("{THP}/khugepaged/defrag")).map(|t| t.trim().to_string()),
+        enabled: sys::thp_mode("enabled"),
+        defrag: sys::thp_mode("defrag"),
+        khugepaged_defrag: sys::thp_value("khugepaged/defrag"),
     }
-}
-
-/// Parses /proc/buddyinfo: `Node 0, zone   Normal  40617  10541 …`.
-pub fn parse_buddyinfo(text: &str) -> Vec<Zone> {
-    text.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let node = words.nth(1)?.trim_end_matches(',').parse().ok()?;
-            let zone = words.nth(1)?.to_string();
-            let free = words
-                .map(|w| w.parse().ok())
-                .collect::<Option<Vec<u64>>>()?;
-            Some(Zone { node, zone, free })
-        })
-        .collect()
 }
 
 /// Free blocks of order 9 and up, counted in 2 MiB blocks.
@@ -91,50 +55,20 @@ pub fn free_2m_blocks(zones: &[Zone]) -> u64 {
         .sum()
 }
 
-fn field(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?;
-        rest.trim_start_matches(':')
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    })
-}
-
 pub fn memory() -> Memory {
-    let zones = read("/proc/buddyinfo")
-        .map(|t| parse_buddyinfo(&t))
-        .unwrap_or_default();
-    let vmstat = read("/proc/vmstat").unwrap_or_default();
-    let meminfo = read("/proc/meminfo").unwrap_or_default();
+    let zones = sys::buddyinfo();
+    let vmstat = Counters::vmstat();
+    let meminfo = Counters::meminfo();
     Memory {
         thp: thp(),
         free_2m_blocks: free_2m_blocks(&zones),
         zones,
-        compact_stall: field(&vmstat, "compact_stall "),
-        compact_fail: field(&vmstat, "compact_fail "),
-        hugetlb_total: field(&meminfo, "HugePages_Total"),
-        hugetlb_free: field(&meminfo, "HugePages_Free"),
-        hugetlb_page_kb: field(&meminfo, "Hugepagesize"),
+        compact_stall: vmstat.get("compact_stall "),
+        compact_fail: vmstat.get("compact_fail "),
+        hugetlb_total: meminfo.get("HugePages_Total"),
+        hugetlb_free: meminfo.get("HugePages_Free"),
+        hugetlb_page_kb: meminfo.get("Hugepagesize"),
     }
-}
-
-/// NUMA nodes of the machine (`node0`, `node1`, … in sysfs); 1 when sysfs does not say.
-pub fn numa_nodes() -> usize {
-    std::fs::read_dir("/sys/devices/system/node")
-        .map(|d| {
-            d.flatten()
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    name.strip_prefix("node")
-                        .is_some_and(|n| n.parse::<u32>().is_ok())
-                })
-                .count()
-                .max(1)
-        })
-        .unwrap_or(1)
 }
 
 /// The checks of the machine's memory; `hot_pages` is how many 2 MiB pages the hot text needs
@@ -203,14 +137,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buddyinfo_counts_blocks_of_2_mib_and_more() {
-        let text = "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n\
-                    Node 0, zone   Normal  40617  10541   6020   4168   1867    564    426    244    117    206   2807 \n";
-        let zones = parse_buddyinfo(text);
-        assert_eq!(zones.len(), 2);
-        assert_eq!(zones[1].zone, "Normal");
+    fn free_blocks_count_orders_of_2_mib_and_more() {
+        let zone = |free: Vec<u64>| Zone {
+            node: 0,
+            zone: "Normal".into(),
+            free,
+        };
+        let zones = [
+            zone(vec![0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 3]),
+            zone(vec![
+                40617, 10541, 6020, 4168, 1867, 564, 426, 244, 117, 206, 2807,
+            ]),
+        ];
         // Order 9 counts once, order 10 twice.
         assert_eq!(free_2m_blocks(&zones), 1 + 3 * 2 + 206 + 2807 * 2);
-        assert_eq!(selected("always [madvise] never"), Some("madvise".into()));
     }
 }

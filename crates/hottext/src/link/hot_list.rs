@@ -34,7 +34,7 @@ pub struct HotText {
 
 impl HotText {
     /// The figures of functions of these sizes.
-    pub fn of_sizes(sizes: impl IntoIterator<Item = u64>) -> HotText {
+    pub(crate) fn of_sizes(sizes: impl IntoIterator<Item = u64>) -> HotText {
         sizes
             .into_iter()
             .fold(HotText::default(), |t, size| HotText {

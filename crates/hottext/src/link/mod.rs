@@ -46,9 +46,9 @@ use crate::graph::Func;
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 
 /// Section that holds `__hot_start` in the markers object.
-pub const START_SECTION: &str = ".text.hottext.start";
+pub(crate) const START_SECTION: &str = ".text.hottext.start";
 /// Section that holds `__hot_end` in the markers object.
-pub const END_SECTION: &str = ".text.hottext.end";
+pub(crate) const END_SECTION: &str = ".text.hottext.end";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -64,7 +64,7 @@ pub enum Format {
 
 impl Format {
     /// Whether the linker also needs [`markers_object`] to get the markers and the alignment.
-    pub fn needs_markers_object(self) -> bool {
+    pub(crate) fn needs_markers_object(self) -> bool {
         matches!(self, Format::GoldOrder | Format::SymbolOrder)
     }
 
@@ -264,7 +264,7 @@ pub fn emit(
 /// which GCC and LLVM both use. GCC also puts a part split off as `<symbol>.cold` in
 /// `.text.unlikely.<symbol>`: that part never enters the hot range, so the last prefix is left
 /// out for a function known to have one ([`Entry::unlikely_is_whole`]).
-pub const SECTION_PREFIXES: [&str; 4] =
+pub(crate) const SECTION_PREFIXES: [&str; 4] =
     [".text.", ".text.hot.", ".text.startup.", ".text.unlikely."];
 
 /// Whether `name` is a part GCC split off a function as unlikely to run (`foo.cold`,

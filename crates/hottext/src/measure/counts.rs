@@ -28,7 +28,7 @@ pub struct Counts {
 
 impl Counts {
     /// Gathers the readings of the `(figure, event)` pairs that were asked for.
-    pub fn from_readings(asked: &[(Counter, &str)], readings: &[Reading]) -> Counts {
+    pub(crate) fn from_readings(asked: &[(Counter, &str)], readings: &[Reading]) -> Counts {
         let mut counts = Counts::default();
         for &(counter, event) in asked {
             let of = readings_of(readings, event);

@@ -59,12 +59,7 @@ impl std::fmt::Display for Vendor {
 impl Vendor {
     /// The vendor of this machine's CPUs, from `/proc/cpuinfo`.
     pub fn detect() -> Vendor {
-        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("vendor_id"))
-            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim());
-        match id {
+        match crate::os::sys::cpu_vendor_id().as_deref() {
             Some("GenuineIntel") => Vendor::Intel,
             Some("AuthenticAMD") | Some("HygonGenuine") => Vendor::Amd,
             _ => Vendor::Other,
@@ -132,7 +127,7 @@ impl Counter {
     }
 
     /// The perf event of a software figure.
-    pub fn software_event(self) -> Option<&'static str> {
+    pub(crate) fn software_event(self) -> Option<&'static str> {
         Some(match self {
             Counter::WallTime => "duration_time",
             Counter::TaskClock => "task-clock",
@@ -179,7 +174,7 @@ impl Counter {
 
     /// perf reports times in ns (`duration_time`, `user_time`) or ms (`task-clock`); figures
     /// keep seconds.
-    pub fn to_seconds_factor(unit: &str) -> Option<f64> {
+    pub(crate) fn to_seconds_factor(unit: &str) -> Option<f64> {
         match unit {
             "ns" => Some(1e-9),
             "us" | "usec" => Some(1e-6),
@@ -189,7 +184,7 @@ impl Counter {
         }
     }
 
-    pub fn is_time(self) -> bool {
+    pub(crate) fn is_time(self) -> bool {
         matches!(
             self,
             Counter::WallTime | Counter::TaskClock | Counter::UserTime | Counter::SystemTime

@@ -19,7 +19,8 @@
 //! these VMs.
 //!
 //! ```no_run
-//! use hottext::measure::{cancel, events::EventPlan, stat};
+//! use hottext::measure::{events::EventPlan, stat};
+//! use hottext::os::cancel;
 //!
 //! let plan = EventPlan::probe()?;
 //! let stdout = std::process::Stdio::inherit();
@@ -29,7 +30,6 @@
 //! ```
 
 pub mod ab;
-pub mod cancel;
 pub mod counts;
 pub mod events;
 pub mod perf_stat;

@@ -164,7 +164,7 @@ pub fn command<S: AsRef<OsStr>>(
 
 /// The readings of the event named `event`: exact, or as perf names an event of one PMU on a
 /// hybrid CPU (`cpu_core/instructions/`). Hybrid CPUs give one reading per PMU.
-pub fn readings_of<'a>(readings: &'a [Reading], event: &str) -> Vec<&'a Reading> {
+pub(crate) fn readings_of<'a>(readings: &'a [Reading], event: &str) -> Vec<&'a Reading> {
     readings
         .iter()
         .filter(|r| {
@@ -178,7 +178,7 @@ pub fn readings_of<'a>(readings: &'a [Reading], event: &str) -> Vec<&'a Reading>
 }
 
 /// A fresh path for perf's output in `dir`.
-pub fn output_path(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn output_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.csv"))
 }
 

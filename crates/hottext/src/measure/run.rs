@@ -97,7 +97,7 @@ pub fn stat<S: AsRef<std::ffi::OsStr>>(
 /// `sh -c 'exit 7'` in 1 to 5 runs of 100 on CI's VMs. So the command runs in a shell whose
 /// EXIT trap writes `$?` to a file. A command that replaces the shell (`exec`) or is killed
 /// by a signal writes nothing; then perf's status is all there is.
-pub struct ExitFile(PathBuf);
+pub(crate) struct ExitFile(PathBuf);
 
 impl ExitFile {
     pub fn new(dir: &Path, name: &str) -> ExitFile {
@@ -113,7 +113,7 @@ impl ExitFile {
     }
 
     /// `script` (for `sh -c`) with the trap in front: no extra process.
-    pub fn wrap_script(&self, script: &str) -> String {
+    pub(crate) fn wrap_script(&self, script: &str) -> String {
         match self.trap() {
             Some(trap) => format!("{trap}{script}"),
             None => script.to_string(),
@@ -122,7 +122,10 @@ impl ExitFile {
 
     /// `sh -c 'TRAP "$@"' sh ARGV...`: one shell more than running ARGV itself (about a
     /// millisecond of CPU in the counts).
-    pub fn wrap_argv<S: AsRef<std::ffi::OsStr>>(&self, argv: &[S]) -> Vec<std::ffi::OsString> {
+    pub(crate) fn wrap_argv<S: AsRef<std::ffi::OsStr>>(
+        &self,
+        argv: &[S],
+    ) -> Vec<std::ffi::OsString> {
         let Some(trap) = self.trap() else {
             return argv.iter().map(|a| a.as_ref().to_os_string()).collect();
         };
@@ -264,7 +267,7 @@ pub fn run_captured(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::cancel;
+    use crate::os::cancel;
 
     fn sh(script: &str) -> Command {
         let mut c = Command::new("sh");

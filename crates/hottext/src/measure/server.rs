@@ -104,7 +104,7 @@ impl Server {
     }
 
     /// An error if the server has exited.
-    pub fn check_running(&mut self) -> Result<(), MeasureError> {
+    pub(crate) fn check_running(&mut self) -> Result<(), MeasureError> {
         match self.group.try_wait() {
             Ok(Some(status)) => Err(self.exited(status)),
             _ => Ok(()),
@@ -152,7 +152,7 @@ mod tests {
     fn own_cpus() -> Vec<u32> {
         cpus::own().unwrap().iter().collect()
     }
-    use crate::measure::cancel;
+    use crate::os::cancel;
 
     #[test]
     fn start_ready_stop_leaves_nothing() {
@@ -172,14 +172,8 @@ mod tests {
                 cancel::never(),
             )
             .unwrap();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let allowed = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_string();
-        assert_eq!(allowed, cpu.to_string());
+        let allowed = crate::os::proc::status_field(pid, "Cpus_allowed_list");
+        assert_eq!(allowed, Some(cpu.to_string()));
         assert!(server.cpu_seconds() >= 0.0);
         let stopped = server.stop(Duration::from_secs(5));
         assert!(!stopped.forced);

@@ -74,7 +74,7 @@ pub struct RatioInterval {
 
 impl RatioInterval {
     /// Half the interval's width relative to the median: 0.05 is ±5 %.
-    pub fn relative_half_width(&self) -> f64 {
+    pub(crate) fn relative_half_width(&self) -> f64 {
         if self.median == 0.0 {
             return f64::INFINITY;
         }
@@ -111,7 +111,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// P(X ≤ j) for X ~ Binomial(n, ½), summed in log space so that large n does not underflow.
-pub fn binomial_half_cdf(n: usize, j: usize) -> f64 {
+pub(crate) fn binomial_half_cdf(n: usize, j: usize) -> f64 {
     let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
     let mut ln_choose = 0.0; // ln C(n, 0)
     let mut total = 0.0;
@@ -126,7 +126,7 @@ pub fn binomial_half_cdf(n: usize, j: usize) -> f64 {
 
 /// The ranks (k, n+1−k) of the order statistics that bound the median of n values with at
 /// least `confidence`, and that interval's exact coverage. None when n is too small.
-pub fn median_ranks(n: usize, confidence: f64) -> Option<(usize, usize, f64)> {
+pub(crate) fn median_ranks(n: usize, confidence: f64) -> Option<(usize, usize, f64)> {
     let tail = (1.0 - confidence) / 2.0;
     let mut best = None;
     // Tolerance for the sum's rounding, far below any step of the binomial distribution.
@@ -143,7 +143,7 @@ pub fn median_ranks(n: usize, confidence: f64) -> Option<(usize, usize, f64)> {
 }
 
 /// B/A of each round. Both zero counts as 1 (no change); A zero and B not is undefined (None).
-pub fn paired_ratios(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
+pub(crate) fn paired_ratios(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
     a.iter()
         .zip(b)
         .map(|(&a, &b)| match (a, b) {
@@ -155,7 +155,7 @@ pub fn paired_ratios(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
 }
 
 /// The median of the ratios and its interval; None when there are too few ratios.
-pub fn ratio_interval(ratios: &[f64], confidence: f64) -> Option<RatioInterval> {
+pub(crate) fn ratio_interval(ratios: &[f64], confidence: f64) -> Option<RatioInterval> {
     let (lo, hi, coverage) = median_ranks(ratios.len(), confidence)?;
     let mut sorted = ratios.to_vec();
     sorted.sort_by(f64::total_cmp);

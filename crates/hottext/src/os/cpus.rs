@@ -174,7 +174,7 @@ pub fn own() -> io::Result<CpuSet> {
 
 /// Makes the command's process (and everything it starts) run only on `set`, from its first
 /// instruction on.
-pub fn pin_command(cmd: &mut Command, set: &CpuSet) {
+pub(crate) fn pin_command(cmd: &mut Command, set: &CpuSet) {
     use std::os::unix::process::CommandExt;
     let mask = set.to_libc();
     // SAFETY: sched_setaffinity is async-signal-safe; `mask` was built before the fork.

@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// What the temporary files start with: hidden, and recognisably ours if a crash leaves one.
-pub const TEMP_PREFIX: &str = ".hottext-tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".hottext-tmp-";
 
 /// Temporary file beside `path`, fsync, rename over `path`, fsync the directory (the rename is
 /// durable only then). On any failure (a full disk) the old file stays as it was and the

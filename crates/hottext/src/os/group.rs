@@ -18,7 +18,7 @@ use super::scope::Scope;
 use super::watchdog::Watchdog;
 
 /// How long a group dropped without [`Group::stop`] (an error, Ctrl-C) gets after SIGTERM.
-pub const DROP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DROP_GRACE: Duration = Duration::from_secs(5);
 /// While waiting for a stopped group's processes to go.
 const POLL: Duration = Duration::from_millis(10);
 /// While a stop waits for the leaves of a tree, how often they get SIGTERM again.
@@ -39,7 +39,7 @@ fn own_group(cmd: &mut Command) {
 }
 
 /// Sends `signal` to every process of group `pgid`.
-pub fn signal_group(pgid: Pid, signal: libc::c_int) {
+pub(crate) fn signal_group(pgid: Pid, signal: libc::c_int) {
     if pgid > 0 {
         // SAFETY: kill has no memory-safety preconditions; a negative pid names the group.
         unsafe { libc::kill(-pgid, signal) };
@@ -146,7 +146,7 @@ fn gone(leader: &mut Child, members: &[Pid], pgid: Pid) -> bool {
 /// The stdin for a command in a group of its own: hottext's, unless that is a terminal. A
 /// process outside the terminal's foreground group that reads it is stopped (SIGTTIN), and the
 /// run would hang; Ctrl-C reaches hottext, which passes it on.
-pub fn stdin_for_group() -> Stdio {
+pub(crate) fn stdin_for_group() -> Stdio {
     if io::stdin().is_terminal() {
         Stdio::null()
     } else {

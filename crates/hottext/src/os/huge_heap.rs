@@ -22,7 +22,8 @@ use std::ptr::null_mut;
 /// Allocations from this size on are mappings of their own: a huge page's worth.
 pub const MIN_BYTES: usize = HUGE_PAGE;
 
-const HUGE_PAGE: usize = 2 << 20;
+/// [`crate::binary::HUGE_PAGE`] as the allocator counts bytes.
+const HUGE_PAGE: usize = crate::binary::HUGE_PAGE as usize;
 
 /// The system allocator, with large buffers on huge pages.
 pub struct HugeHeap;
@@ -221,10 +222,10 @@ mod tests {
 
     /// The flags of the mapping of this process that holds `address`.
     fn mapping_flags(address: usize) -> Vec<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        crate::os::proc::parse_smaps(&smaps)
+        crate::os::mappings::smaps(std::process::id() as crate::os::proc::Pid)
+            .unwrap()
             .into_iter()
-            .find(|m| (m.start..m.end).contains(&(address as u64)))
+            .find(|m| m.contains(crate::binary::RuntimeAddr(address as u64)))
             .unwrap_or_else(|| panic!("no mapping holds {address:#x}"))
             .flags
     }

@@ -1,12 +1,16 @@
 //! What hottext asks of the operating system, in one place: CPU sets and pinning, processes as
-//! `/proc` shows them, process groups and the scope of a command's processes (daemons
-//! included), shell words, files replaced atomically, and huge pages for our own large buffers.
+//! `/proc` shows them, the kernel's settings as `/proc/sys` and `/sys` show them, process groups
+//! and the scope of a command's processes (daemons included), signals as a cancel flag, shell
+//! words, files replaced atomically, and huge pages for our own large buffers.
 
+pub mod cancel;
 pub mod cpus;
 pub mod files;
 pub mod group;
 pub mod huge_heap;
+pub mod mappings;
 pub mod proc;
 pub mod scope;
 pub mod shell;
+pub mod sys;
 pub mod watchdog;

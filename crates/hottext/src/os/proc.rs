@@ -1,9 +1,9 @@
-//! Processes as `/proc` shows them: one reader of `/proc/PID/stat`, process trees, CPU time, and
-//! the mappings `/proc/PID/smaps` lists.
+//! Processes as `/proc/PID` shows them: one reader of `/proc/PID/stat`, process trees, CPU time,
+//! `status` fields, the executable, cgroups and the text of `maps`; their memory mappings are
+//! in [`super::mappings`].
 
-use std::path::Path;
-
-use crate::binary::HUGE_PAGE;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// A process id, as the kernel's `pid_t`.
 pub type Pid = libc::pid_t;
@@ -24,14 +24,14 @@ pub struct ProcStat {
 
 impl ProcStat {
     /// Its CPU time with that of the children it reaped.
-    pub fn ticks_with_reaped_children(&self) -> u64 {
+    pub(crate) fn ticks_with_reaped_children(&self) -> u64 {
         self.own_ticks + self.reaped_children_ticks
     }
 }
 
 /// Parses a `/proc/PID/stat` line. The command name may hold spaces and parentheses, so the
 /// fields are counted from the last ')'.
-pub fn parse_stat(line: &str) -> Option<ProcStat> {
+pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
     let (head, rest) = line.rsplit_once(')')?;
     let pid = head.split_whitespace().next()?.parse().ok()?;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -49,12 +49,118 @@ pub fn parse_stat(line: &str) -> Option<ProcStat> {
 
 /// The stat line of process `pid`, if it exists.
 pub fn stat(pid: Pid) -> Option<ProcStat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&std::fs::read_to_string(path(pid, "stat")).ok()?)
 }
 
 /// Whether process `pid` exists (a zombie still does).
 pub fn exists(pid: Pid) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A file of `/proc/PID` that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path} (is process {pid} running, and may we read it?)")]
+pub struct ProcFileError {
+    pub pid: Pid,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+/// The path of `name` in the folder of process `pid`.
+fn path(pid: Pid, name: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{name}"))
+}
+
+/// The bytes of `/proc/PID/name`, or an error naming the file and the process.
+pub(super) fn read(pid: Pid, name: &str) -> Result<Vec<u8>, ProcFileError> {
+    std::fs::read(path(pid, name)).map_err(|source| ProcFileError {
+        pid,
+        path: path(pid, name),
+        source,
+    })
+}
+
+/// The path that opens the executable of `pid`: `/proc/PID/exe` still reaches the file after a
+/// package upgrade replaced it, and from outside the process's container.
+pub fn exe_link(pid: Pid) -> PathBuf {
+    path(pid, "exe")
+}
+
+/// The file the executable of `pid` was started from (` (deleted)` appended once replaced).
+pub fn exe(pid: Pid) -> Result<PathBuf, ProcFileError> {
+    std::fs::read_link(exe_link(pid)).map_err(|source| ProcFileError {
+        pid,
+        path: exe_link(pid),
+        source,
+    })
+}
+
+/// The value of one field of `/proc/PID/status` (`Seccomp`, `Cpus_allowed_list`), trimmed;
+/// `None` when the process or the field is not there.
+pub(crate) fn status_field(pid: Pid, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path(pid, "status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// Context switches, voluntary and not, of every thread of `pid` (0 when it is gone).
+pub(crate) fn context_switches(pid: Pid) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(path(pid, "task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// One line of `/proc/PID/cgroup`: `0::/system.slice/db.service` (v2, no controllers) or
+/// `4:memory:/user.slice` (v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    /// The v1 controllers, comma-separated; empty for the v2 hierarchy.
+    pub controllers: String,
+    /// The group's path below the hierarchy's root.
+    pub path: String,
+}
+
+/// The cgroups of `pid`, in the file's order (empty when it cannot be read).
+pub fn cgroups(pid: Pid) -> Vec<Cgroup> {
+    let text = std::fs::read_to_string(path(pid, "cgroup")).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(Cgroup {
+                controllers: controllers.to_string(),
+                path: path.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A path that opens this process's descriptor `file` again (`/proc/self/fd/N`), for readers
+/// that take a path: an in-memory file has no other.
+pub(crate) fn fd_path(file: &impl std::os::fd::AsRawFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+/// The text of `/proc/PID/maps` (one `start-end perms offset dev inode path` line a mapping).
+pub fn maps(pid: Pid) -> Option<String> {
+    std::fs::read_to_string(path(pid, "maps")).ok()
+}
+
+/// The text of `/proc/PID/numa_maps` (a mapping's start address, then `N0=12`-style counts).
+pub fn numa_maps(pid: Pid) -> Option<String> {
+    std::fs::read_to_string(path(pid, "numa_maps")).ok()
 }
 
 /// Every process now (those that exit while we read are skipped).
@@ -86,7 +192,7 @@ pub fn tree(all: &[ProcStat], root: Pid) -> Vec<ProcStat> {
 }
 
 /// Clock ticks a second, the unit of `/proc`'s CPU times.
-pub fn clock_ticks_per_second() -> f64 {
+pub(crate) fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 {
@@ -96,97 +202,9 @@ pub fn clock_ticks_per_second() -> f64 {
     }
 }
 
-/// One mapping of `/proc/PID/smaps`, the fields hottext uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Vma {
-    pub start: u64,
-    pub end: u64,
-    /// Its name in /proc/PID/maps (a path, `[heap]` and the like, or empty).
-    pub name: String,
-    pub anonymous: bool,
-    pub hugetlb: bool,
-    /// Bytes mapped by 2 MiB entries: AnonHugePages + FilePmdMapped + ShmemPmdMapped.
-    pub huge_bytes: u64,
-    /// The `VmFlags` line's two-letter flags (`hg`: advised `MADV_HUGEPAGE`).
-    pub flags: Vec<String>,
-}
-
-/// The mappings of a `/proc/PID/smaps` text, in its order.
-pub fn parse_smaps(text: &str) -> Vec<Vma> {
-    let mut vmas: Vec<Vma> = Vec::new();
-    for line in text.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let Some(first) = fields.next() else { continue };
-        if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-            let (Ok(start), Ok(end)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16))
-            else {
-                continue;
-            };
-            let name = fields.nth(4).unwrap_or("").to_string();
-            let anonymous = name.is_empty() || name.starts_with('[');
-            vmas.push(Vma {
-                start,
-                end,
-                name,
-                anonymous,
-                hugetlb: false,
-                huge_bytes: 0,
-                flags: Vec::new(),
-            });
-            continue;
-        }
-        let Some(vma) = vmas.last_mut() else { continue };
-        let kb = || {
-            fields
-                .clone()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                * 1024
-        };
-        match first {
-            "AnonHugePages:" | "FilePmdMapped:" | "ShmemPmdMapped:" => vma.huge_bytes += kb(),
-            "KernelPageSize:" if kb() == HUGE_PAGE => vma.hugetlb = true,
-            "Private_Hugetlb:" | "Shared_Hugetlb:" if kb() > 0 => vma.hugetlb = true,
-            "VmFlags:" => vma.flags = fields.map(str::to_string).collect(),
-            _ => {}
-        }
-    }
-    vmas
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn smaps_mappings_and_huge_bytes() {
-        let text = "\
-55d0a0000000-55d0a0400000 r-xp 00000000 fe:01 123 /usr/bin/demo
-Size:               4096 kB
-AnonHugePages:         0 kB
-FilePmdMapped:      2048 kB
-7f0000000000-7f0000200000 r-xp 00000000 00:00 0 
-AnonHugePages:      2048 kB
-KernelPageSize:        4 kB
-7f1000000000-7f1000200000 r-xp 00000000 00:10 9 /dev/hugepages/x
-KernelPageSize:     2048 kB
-VmFlags: rd ex mr mw me hg
-";
-        let v = parse_smaps(text);
-        assert_eq!(v.len(), 3);
-        assert_eq!(
-            (v[0].name.as_str(), v[0].anonymous, v[0].huge_bytes),
-            ("/usr/bin/demo", false, 2 << 20)
-        );
-        assert_eq!(
-            (v[1].anonymous, v[1].huge_bytes, v[1].hugetlb),
-            (true, 2 << 20, false)
-        );
-        assert!(v[2].hugetlb);
-        assert_eq!(v[2].flags, ["rd", "ex", "mr", "mw", "me", "hg"]);
-        assert!(v[0].flags.is_empty());
-    }
 
     #[test]
     fn stat_line_with_a_strange_name() {
@@ -203,6 +221,21 @@ VmFlags: rd ex mr mw me hg
         let me = stat(std::process::id() as i32).unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(exists(me.pid) && processes().iter().any(|p| p.pid == me.pid));
+    }
+
+    #[test]
+    fn this_process_status_and_executable() {
+        let me = std::process::id() as Pid;
+        let allowed = status_field(me, "Cpus_allowed_list").unwrap();
+        assert!(!allowed.is_empty() && !allowed.contains(':'), "{allowed}");
+        assert_eq!(status_field(me, "No_such_field"), None);
+        assert_eq!(exe(me).unwrap(), std::env::current_exe().unwrap());
+        assert!(maps(me)
+            .unwrap()
+            .contains(&*exe(me).unwrap().to_string_lossy()));
+        assert!(!cgroups(me).is_empty());
+        let gone = exe(Pid::MAX).unwrap_err().to_string();
+        assert!(gone.contains(&format!("/proc/{}/exe", Pid::MAX)), "{gone}");
     }
 
     #[test]

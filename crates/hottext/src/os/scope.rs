@@ -17,7 +17,7 @@ use std::sync::Once;
 use super::proc::{tree, Pid, ProcStat};
 
 /// The variable that marks a command's processes; its value names the scope.
-pub const SCOPE_VARIABLE: &str = "HOTTEXT_SCOPE";
+pub(crate) const SCOPE_VARIABLE: &str = "HOTTEXT_SCOPE";
 
 /// The processes of one command: its process group, its tree, and the orphans it left to hottext.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Scope {
 
     /// Reaps those of `members` hottext adopted and that have exited: nothing else waits for
     /// them. The leader is left to its `Child`, which waits for it.
-    pub fn reap_adopted(members: &[ProcStat], leader: Pid) {
+    pub(crate) fn reap_adopted(members: &[ProcStat], leader: Pid) {
         let own = std::process::id() as Pid;
         for p in members.iter().filter(|p| p.pid != leader && p.ppid == own) {
             // SAFETY: waitpid on a child of ours that no other code waits for; WNOHANG never

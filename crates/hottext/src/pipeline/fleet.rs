@@ -64,13 +64,10 @@ pub struct UploadReport {
 fn host_name(config: &Config) -> Result<String, PipelineError> {
     let host = match &config.service.host {
         Some(h) => h.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map_err(|source| PipelineError::Io {
-                what: "cannot read this host's name (set [service] host)".into(),
-                source,
-            })?
-            .trim()
-            .to_string(),
+        None => crate::os::sys::hostname().map_err(|source| PipelineError::Io {
+            what: "cannot read this host's name (set [service] host)".into(),
+            source,
+        })?,
     };
     check_name("host", &host)
         .map_err(|e| PipelineError::Service(format!("{e}; set [service] host")))?;

@@ -36,7 +36,7 @@ pub struct Gathered {
 }
 
 /// The binary's code fingerprints, which let a later build match renamed functions.
-pub fn code_of(binary: &Binary) -> Result<Fingerprints, PipelineError> {
+pub(crate) fn code_of(binary: &Binary) -> Result<Fingerprints, PipelineError> {
     fingerprints(binary).map_err(|source| PipelineError::Io {
         what: format!("cannot read the code of {}", binary.path.display()),
         source,

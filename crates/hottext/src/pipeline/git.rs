@@ -36,7 +36,7 @@ pub enum GitError {
     BadAuthor(String),
 }
 
-pub struct Repo {
+pub(crate) struct Repo {
     dir: PathBuf,
     /// `Name`, `email` to commit as, when not git's own configuration.
     author: Option<(String, String)>,
@@ -66,13 +66,13 @@ impl Repo {
     }
 
     /// The directory shared by all work trees (`.git`), for the lock file.
-    pub fn common_dir(&self) -> Result<PathBuf, GitError> {
+    pub(crate) fn common_dir(&self) -> Result<PathBuf, GitError> {
         let dir = self.git(["rev-parse", "--git-common-dir"])?;
         Ok(self.dir.join(dir.trim()))
     }
 
     /// The commit the branch points at, if the branch exists.
-    pub fn branch_tip(&self, branch: &str) -> Result<Option<String>, GitError> {
+    pub(crate) fn branch_tip(&self, branch: &str) -> Result<Option<String>, GitError> {
         self.resolve(&format!("refs/heads/{branch}"))
     }
 
@@ -95,7 +95,7 @@ impl Repo {
     }
 
     /// The content of `path` in `commit`, `None` if the commit has no such file.
-    pub fn read_file(&self, commit: &str, path: &Path) -> Result<Option<String>, GitError> {
+    pub(crate) fn read_file(&self, commit: &str, path: &Path) -> Result<Option<String>, GitError> {
         let spec = format!("{commit}:{}", git_path(path));
         if self.git(["cat-file", "-e", &spec]).is_err() {
             return Ok(None);
@@ -106,7 +106,7 @@ impl Repo {
     /// Commits `content` as `path` on top of `parent` and moves `branch` from `expected` (its
     /// tip when the run read it; `None`: the branch must not exist yet) to the new commit.
     /// Returns the new commit, or `None` when the file already had that content.
-    pub fn commit_file(
+    pub(crate) fn commit_file(
         &self,
         branch: &str,
         parent: Option<&str>,

@@ -15,7 +15,7 @@ const RETRY: Duration = Duration::from_millis(100);
 /// killed leaves it behind; the next run, holding the same lock, clears it first. Removed when
 /// dropped.
 #[derive(Debug)]
-pub struct Scratch(pub PathBuf);
+pub(crate) struct Scratch(pub PathBuf);
 
 impl Scratch {
     /// The scratch directory of the run that holds `lock`, empty.
@@ -58,7 +58,7 @@ pub enum LockError {
 
 impl Lock {
     /// Takes the lock, waiting up to `wait` for a run that holds it.
-    pub fn acquire(path: &Path, wait: Duration) -> Result<Lock, LockError> {
+    pub(crate) fn acquire(path: &Path, wait: Duration) -> Result<Lock, LockError> {
         let io_err = |source| LockError::Io {
             path: path.into(),
             source,

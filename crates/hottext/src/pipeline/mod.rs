@@ -86,7 +86,7 @@ pub enum PipelineError {
 pub struct RunOptions {
     /// How long to wait for another run that holds the lock.
     pub lock_wait: Duration,
-    /// Set by a signal (`measure::cancel::on_interrupt`): the run stops at the next check,
+    /// Set by a signal (`os::cancel::on_interrupt`): the run stops at the next check,
     /// stops what it started, and leaves the branch as it was.
     pub cancel: &'static AtomicBool,
     /// The fleet's merge job: merge the recent uploads of every host ([`fleet`]) instead of

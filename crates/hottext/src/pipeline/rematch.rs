@@ -24,10 +24,10 @@ use crate::binary::Binary;
 use crate::graph::{Graph, GraphBuilder};
 
 /// The profile header key of a function's fingerprint.
-pub const FN_HASH: &str = "fn-hash";
+pub(crate) const FN_HASH: &str = "fn-hash";
 
 /// Adds `# fn-hash` headers for the graph's functions that `prints` knows, replacing any.
-pub fn add_fingerprints(graph: &mut Graph, prints: &Fingerprints) {
+pub(crate) fn add_fingerprints(graph: &mut Graph, prints: &Fingerprints) {
     let mut lines: Vec<String> = graph
         .funcs()
         .iter()
@@ -200,7 +200,7 @@ mod tests {
     fn binary(funcs: &[(&str, u64)]) -> Binary {
         let mut b = Binary::parse(
             std::path::Path::new("self"),
-            std::fs::read("/proc/self/exe").unwrap(),
+            std::fs::read(std::env::current_exe().unwrap()).unwrap(),
         )
         .unwrap();
         b.functions = funcs

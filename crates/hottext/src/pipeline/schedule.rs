@@ -21,7 +21,7 @@ const UNIT_NAME_MAX: usize = 255;
 /// Whether `service` can name systemd units (`hottext-pipeline-SERVICE.timer` and the like):
 /// systemd takes ASCII letters, digits and `:-_.\`, `@` at most once (a template's instance),
 /// and at most 255 bytes. A name it would reject is refused here, before anything is written.
-pub fn check_service_name(service: &str) -> Result<(), String> {
+pub(crate) fn check_service_name(service: &str) -> Result<(), String> {
     let rule = "letters, digits and :-_.\\, '@' at most once";
     if let Some(c) = service
         .chars()

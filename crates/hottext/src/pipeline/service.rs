@@ -74,9 +74,10 @@ fn record_running(
     };
     let binary = match &service.binary {
         Some(b) => b.clone(),
-        None => std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+        None => crate::os::proc::exe(pid).map_err(|e| {
             PipelineError::Service(format!(
-                "cannot find the executable of process {pid} ({e}); set [service] binary"
+                "cannot find the executable of process {pid} ({}); set [service] binary",
+                e.source
             ))
         })?,
     };

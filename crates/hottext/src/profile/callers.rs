@@ -114,7 +114,7 @@ impl<'a> Callers<'a> {
     /// The caller of function `callee`, sampled at `ip`, with `ret` the next frame's return
     /// address (all stated addresses in the binary). `exact` when `ret` is known to be the
     /// function's own (unwound by CFI, not by frame pointers).
-    pub fn of_stack(&mut self, callee: u32, ip: u64, ret: u64, exact: bool) -> Found {
+    pub(crate) fn of_stack(&mut self, callee: u32, ip: u64, ret: u64, exact: bool) -> Found {
         let func = &self.functions[callee as usize];
         let entered = self.code.direct_call_before(ret);
         let framed = exact

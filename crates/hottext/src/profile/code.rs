@@ -70,7 +70,7 @@ impl<'a> Code<'a> {
         Code::Segments(segments)
     }
 
-    pub fn is_decoded(&self) -> bool {
+    pub(crate) fn is_decoded(&self) -> bool {
         matches!(self, Code::Segments(_))
     }
 
@@ -92,7 +92,7 @@ impl<'a> Code<'a> {
     }
 
     /// The target of the `call rel32` that ends at `ret`, if that is what precedes it.
-    pub fn direct_call_before(&self, ret: u64) -> Option<u64> {
+    pub(crate) fn direct_call_before(&self, ret: u64) -> Option<u64> {
         let at = ret.checked_sub(CALL_REL32_LEN)?;
         match self.bytes(at, CALL_REL32_LEN as usize) {
             [CALL_REL32, d0, d1, d2, d3] => {
@@ -104,7 +104,7 @@ impl<'a> Code<'a> {
     }
 
     /// The kind of branch at `addr`; `None` when there is no code to decode.
-    pub fn branch_at(&self, addr: u64) -> Option<Branch> {
+    pub(crate) fn branch_at(&self, addr: u64) -> Option<Branch> {
         let bytes = self.bytes(addr, MAX_INSN);
         if bytes.is_empty() {
             return None;
@@ -121,7 +121,7 @@ impl<'a> Code<'a> {
     }
 
     /// The direct calls and jumps of `func` whose target lies outside it, sorted.
-    pub fn transfers_out(&self, func: &Function) -> Vec<Transfer> {
+    pub(crate) fn transfers_out(&self, func: &Function) -> Vec<Transfer> {
         let (start, end) = (func.start.0, func.end().0);
         let mut out: Vec<Transfer> = self
             .control_flow(func)
@@ -160,7 +160,7 @@ impl<'a> Code<'a> {
     }
 
     /// The instructions of `func` that do not simply fall through to the next one, in order.
-    pub fn control_flow<'c>(&'c self, func: &Function) -> impl Iterator<Item = Flow> + 'c {
+    pub(crate) fn control_flow<'c>(&'c self, func: &Function) -> impl Iterator<Item = Flow> + 'c {
         let bytes = self.bytes(func.start.0, func.size as usize);
         let mut decoder = Decoder::with_ip(64, bytes, func.start.0, DecoderOptions::NONE);
         let mut insn = Instruction::default();

@@ -143,7 +143,7 @@ impl EventChoice {
     }
 
     /// The names of the events used, joined: the profile's `event` header.
-    pub fn used_names(&self) -> String {
+    pub(crate) fn used_names(&self) -> String {
         let used: Vec<&str> = self
             .events
             .iter()

@@ -51,7 +51,7 @@ impl Frames {
 
     /// Whether function `f` (`func`), sampled at `ip`, ran with its own frame, so that the
     /// unwound return address is its own. Without code to decode, it is taken as unwound.
-    pub fn has_own_frame(
+    pub(crate) fn has_own_frame(
         &mut self,
         code: &Code<'_>,
         f: usize,

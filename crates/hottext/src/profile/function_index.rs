@@ -72,7 +72,7 @@ impl FunctionIndex {
     }
 
     /// The function that starts exactly at `addr`.
-    pub fn starting_at(&self, addr: u64) -> Option<u32> {
+    pub(crate) fn starting_at(&self, addr: u64) -> Option<u32> {
         let i = self.at(addr)?;
         (self.starts[i as usize] == addr).then_some(i)
     }

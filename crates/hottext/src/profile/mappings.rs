@@ -57,12 +57,12 @@ impl BinaryMappings {
     }
 
     /// Whether process `pid` has the binary mapped now.
-    pub fn runs_binary(&self, pid: Pid) -> bool {
+    pub(crate) fn runs_binary(&self, pid: Pid) -> bool {
         self.by_pid.get(&pid).is_some_and(|maps| !maps.is_empty())
     }
 
     /// The offset in the binary's file of `addr` in process `pid`, if the binary is mapped there.
-    pub fn file_offset(&self, pid: Pid, addr: RuntimeAddr) -> Option<FileOffset> {
+    pub(crate) fn file_offset(&self, pid: Pid, addr: RuntimeAddr) -> Option<FileOffset> {
         let m = self
             .by_pid
             .get(&pid)?
@@ -170,7 +170,7 @@ impl Identity {
     }
 
     /// The binary's file name, to leave its namesakes out of the files an error lists.
-    pub fn has_its_name(&self, path: &[u8]) -> bool {
+    pub(crate) fn has_its_name(&self, path: &[u8]) -> bool {
         file_name(path) == self.file_name.as_slice()
     }
 

@@ -86,9 +86,9 @@ pub mod header {
         CPU_SAMPLES, PROCESS_SAMPLES, TAIL_CALL_SHARED, TAIL_CALL_UNDECIDED, TAIL_CALL_WEIGHT,
     };
     /// What the edges come from: [`super::SampleKind`].
-    pub const SAMPLE_KIND: &str = "sample-kind";
+    pub(crate) const SAMPLE_KIND: &str = "sample-kind";
     /// Present when the edges were inferred from the code (a recording without stacks).
-    pub const EDGES: &str = "edges";
+    pub(crate) const EDGES: &str = "edges";
 }
 
 /// Choices for [`read`].

@@ -99,7 +99,7 @@ impl PerfData {
         })
     }
 
-    pub fn bytes_read(&self) -> u64 {
+    pub(crate) fn bytes_read(&self) -> u64 {
         self.position.get().min(self.size)
     }
 
@@ -113,7 +113,7 @@ impl PerfData {
 
     /// perf's table of build-ids of the files that had samples, by path. Empty when perf
     /// recorded none (`perf record -B`, or a pipe).
-    pub fn build_ids(&self) -> Result<HashMap<Vec<u8>, Vec<u8>>, ProfileError> {
+    pub(crate) fn build_ids(&self) -> Result<HashMap<Vec<u8>, Vec<u8>>, ProfileError> {
         let table = self.file.build_ids().map_err(|e| ProfileError::Malformed {
             path: self.path.clone(),
             msg: format!("build-id table: {e}"),
@@ -123,7 +123,7 @@ impl PerfData {
 
     /// Calls `each` with every event record (attribute index, record), in time order, and
     /// `progress` now and then with (bytes read, file size); returns how many records it read.
-    pub fn for_each_event(
+    pub(crate) fn for_each_event(
         &mut self,
         progress: &mut dyn FnMut(u64, u64),
         mut each: impl FnMut(usize, &RawEventRecord),

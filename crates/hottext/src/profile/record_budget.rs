@@ -80,7 +80,7 @@ impl RecordBudget {
     }
 
     /// The reader went back to the first record: it reads them all again, from nothing.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         *self = RecordBudget::new(self.big_endian);
     }
 

@@ -77,17 +77,17 @@ impl SampleLayout {
     }
 
     /// Samples carry the user registers and stack for unwinding by CFI (`--call-graph dwarf`).
-    pub fn has_user_stack(&self) -> bool {
+    pub(crate) fn has_user_stack(&self) -> bool {
         self.format
             .contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER)
     }
 
-    pub fn has_pid(&self) -> bool {
+    pub(crate) fn has_pid(&self) -> bool {
         self.format.contains(SampleFormat::TID)
     }
 
     /// The first u64 of a record body in the file's byte order (LOST_SAMPLES holds one).
-    pub fn first_u64(&self, body: &[u8]) -> Option<u64> {
+    pub(crate) fn first_u64(&self, body: &[u8]) -> Option<u64> {
         body.get(..8).map(|b| word(b, self.big_endian))
     }
 
@@ -178,7 +178,7 @@ impl Sample<'_> {
     /// The innermost two user-space frames: where the sample hit, and the return address into
     /// its caller. Kernel frames and the `PERF_CONTEXT_*` markers are skipped; a sample taken in
     /// the kernel starts at the user address the kernel will return to.
-    pub fn top_user_frames(&self) -> [Option<u64>; 2] {
+    pub(crate) fn top_user_frames(&self) -> [Option<u64>; 2] {
         let mut top = [None, None];
         if self.user_stack_copied {
             // `--call-graph dwarf`: the chain holds the kernel's frames only; the user frames
@@ -268,7 +268,11 @@ impl<'a> UserRegs<'a> {
     /// Registers as a sample would carry them: `bytes` holds one little-endian u64 per bit of
     /// `mask`, in bit order.
     #[cfg(test)]
-    pub fn from_bytes(mask: u64, numbers: Option<RegNumbers>, bytes: &'a [u8]) -> UserRegs<'a> {
+    pub(crate) fn from_bytes(
+        mask: u64,
+        numbers: Option<RegNumbers>,
+        bytes: &'a [u8],
+    ) -> UserRegs<'a> {
         UserRegs {
             mask,
             numbers,

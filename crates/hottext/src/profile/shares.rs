@@ -18,7 +18,7 @@ use crate::os::proc::Pid;
 /// Label of samples taken in the kernel.
 pub const KERNEL: &str = "[kernel]";
 /// Label of user samples outside every file mapping (JIT code, a mapping perf missed).
-pub const NO_FILE: &str = "[no file]";
+pub(crate) const NO_FILE: &str = "[no file]";
 
 /// The processes' samples by where they fell.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -40,7 +40,7 @@ pub struct PlaceShare {
 
 impl CpuShares {
     /// Share (0 to 1) of the processes' samples in the binary's own code.
-    pub fn binary_fraction(&self) -> f64 {
+    pub(crate) fn binary_fraction(&self) -> f64 {
         self.binary_samples as f64 / self.process_samples.max(1) as f64
     }
 
@@ -59,7 +59,7 @@ const OTHER_FILES: &str = "[other files]";
 impl CpuShares {
     /// Writes the shares into a profile's header (`process-samples`, `cpu-samples`), so that
     /// `doctor --profile` can state them without the recording.
-    pub fn write_headers(&self, graph: &mut Graph) {
+    pub(crate) fn write_headers(&self, graph: &mut Graph) {
         if self.process_samples == 0 {
             return;
         }
@@ -80,7 +80,7 @@ impl CpuShares {
 
     /// The shares a profile's header states; `None` when it states none (a profile written
     /// before them, or a file of another tool).
-    pub fn from_headers(graph: &Graph) -> Option<CpuShares> {
+    pub(crate) fn from_headers(graph: &Graph) -> Option<CpuShares> {
         let process_samples = graph.header(header::PROCESS_SAMPLES)?.trim().parse().ok()?;
         let mut shares = CpuShares {
             process_samples,

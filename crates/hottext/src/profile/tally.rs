@@ -54,7 +54,7 @@ impl PairCounts {
     }
 
     /// Each distinct pair with its count, sorted by pair.
-    pub fn into_sorted(mut self) -> Counted {
+    pub(crate) fn into_sorted(mut self) -> Counted {
         let last = std::mem::take(&mut self.batch);
         let mut counted = std::mem::take(&mut self.counted);
         if let Some(Helper { batches, done }) = self.helper.take() {

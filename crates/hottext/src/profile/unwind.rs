@@ -162,7 +162,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn steps_from_a_function_entry_to_the_return_address_on_the_stack() {
-        let binary = Binary::open(std::path::Path::new("/proc/self/exe")).unwrap();
+        let binary = Binary::open(&std::env::current_exe().unwrap()).unwrap();
         let entry = binary
             .functions
             .iter()

@@ -11,7 +11,7 @@ use crate::graph::Graph;
 use crate::layout::metrics::{samples_by_block, Placement};
 use crate::pipeline::rematch::rematch;
 
-pub const PAGE: u64 = 4096;
+pub(crate) const PAGE: u64 = 4096;
 /// Pages whose functions are named (the hottest first): enough to hover over everything that
 /// matters, few enough that a million-function profile stays a small file.
 const NAMED_PAGES: usize = 4096;
@@ -25,7 +25,7 @@ const NAMES_PER_PAGE: usize = 3;
 pub struct HeatMap {
     pub title: String,
     /// The stated address of page 0 (2 MiB aligned, so that rows are 2 MiB pages).
-    pub base: u64,
+    pub base: StatedAddr,
     /// Samples on each page from `base`, rounded up (a page with any sample is at least 1).
     pub pages: Vec<u64>,
     /// Page indices of `[__hot_start, __hot_end)`, when the binary has the markers.
@@ -77,7 +77,7 @@ pub fn heat_map(
 }
 
 /// The heat map of `graph` at the addresses `at` in `binary` (both from [`placed_in`]).
-pub fn heat_map_of(title: &str, graph: &Graph, at: &Placement, binary: &Binary) -> HeatMap {
+pub(crate) fn heat_map_of(title: &str, graph: &Graph, at: &Placement, binary: &Binary) -> HeatMap {
     let text_start = binary
         .functions
         .iter()
@@ -90,17 +90,17 @@ pub fn heat_map_of(title: &str, graph: &Graph, at: &Placement, binary: &Binary) 
         .map(|f| f.end().0)
         .max()
         .unwrap_or(0);
-    let base = text_start - text_start % HUGE_PAGE;
-    let count = text_end.saturating_sub(base).div_ceil(PAGE) as usize;
+    let base = StatedAddr(text_start - text_start % HUGE_PAGE);
+    let count = text_end.saturating_sub(base.0).div_ceil(PAGE) as usize;
     let mut mass = vec![0f64; count];
     for (p, m) in samples_by_block(graph, at, PAGE) {
-        if let Some(slot) = mass.get_mut((p - base / PAGE) as usize) {
+        if let Some(slot) = mass.get_mut((p - base.0 / PAGE) as usize) {
             *slot = m;
         }
     }
     let pages: Vec<u64> = mass.iter().map(|m| m.ceil() as u64).collect();
     let hot_range = binary.hot_range().map(|(s, e)| {
-        let page = |a: StatedAddr| a.0.saturating_sub(base) / PAGE;
+        let page = |a: StatedAddr| a.0.saturating_sub(base.0) / PAGE;
         (page(s), page(e))
     });
     let samples = graph.funcs().iter().map(|f| f.samples).sum();
@@ -137,7 +137,7 @@ fn pages_for(mass: &[f64], share: f64) -> u64 {
 fn names(
     graph: &Graph,
     at: &Placement,
-    base: u64,
+    StatedAddr(base): StatedAddr,
     pages: &[u64],
 ) -> Vec<(u64, Vec<(String, f64)>)> {
     let mut hottest: Vec<usize> = (0..pages.len()).filter(|&p| pages[p] > 0).collect();
@@ -184,10 +184,10 @@ fn names(
 
 /// Marks the 2 MiB rows of `map` that a process had on huge pages: `stated` addresses of huge
 /// 2 MiB pages (runtime addresses less the load bias).
-pub fn mark_huge(map: &mut HeatMap, stated: &[u64]) {
+pub fn mark_huge(map: &mut HeatMap, stated: &[StatedAddr]) {
     map.huge_rows = stated
         .iter()
         .filter(|&&a| a >= map.base)
-        .map(|&a| (a - map.base) / HUGE_PAGE)
+        .map(|&a| (a.0 - map.base.0) / HUGE_PAGE)
         .collect();
 }

@@ -31,7 +31,7 @@ use serde::Serialize;
 use super::ObjectHash;
 
 /// The first line of every meta file.
-pub const MAGIC: &str = "# hottext profile meta v1";
+pub(crate) const MAGIC: &str = "# hottext profile meta v1";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Meta {
@@ -105,7 +105,7 @@ impl Meta {
 
     /// The file's text; `written_by` is the command that writes it (`hottext store put`),
     /// named in a comment for the person who finds the file in a repository.
-    pub fn to_text(&self, written_by: &str) -> String {
+    pub(crate) fn to_text(&self, written_by: &str) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "{MAGIC}");
         let _ = writeln!(

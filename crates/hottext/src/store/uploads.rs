@@ -44,7 +44,7 @@ pub enum UploadError {
 
 /// Checks a service or host name that becomes part of a key in the store (a file name, a URL
 /// path): 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name.len() > 64 || name.starts_with('.') || !name.chars().all(allowed) {
         return Err(format!(
@@ -68,7 +68,7 @@ impl Upload {
         )
     }
 
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         format!(
             "{}host: {}\nservice: {}\n",
             self.meta.to_text("hottext pipeline run --upload-only"),
@@ -105,7 +105,7 @@ impl Upload {
 impl Store {
     /// Records `upload` (whose object must be stored already) under its own key; returns the
     /// key.
-    pub fn announce(&self, upload: &Upload) -> Result<String, UploadError> {
+    pub(crate) fn announce(&self, upload: &Upload) -> Result<String, UploadError> {
         for (what, name) in [("service", &upload.service), ("host", &upload.host)] {
             check_name(what, name).map_err(|msg| UploadError::Malformed {
                 key: format!("{UPLOADS}/{}", upload.service.escape_debug()),
@@ -118,7 +118,7 @@ impl Store {
     }
 
     /// Removes `upload`'s entry (not its object, which gc removes once nothing names it).
-    pub fn withdraw(&self, upload: &Upload) -> Result<(), UploadError> {
+    pub(crate) fn withdraw(&self, upload: &Upload) -> Result<(), UploadError> {
         Ok(self.backend.delete(&upload.key())?)
     }
 

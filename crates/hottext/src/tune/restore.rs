@@ -17,8 +17,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::diagnose::system::selected;
 use crate::os::files::write_atomic;
+use crate::os::sys::selected;
 
 /// Where the restore file lives unless told otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/hottext";
@@ -110,7 +110,7 @@ fn hold(files: &[&Path]) -> io::Result<Vec<File>> {
 }
 
 /// `always [madvise] never` → `madvise`; a plain value as it is.
-pub fn current_value(text: &str) -> String {
+pub(crate) fn current_value(text: &str) -> String {
     selected(text).unwrap_or_else(|| text.trim().to_string())
 }
 

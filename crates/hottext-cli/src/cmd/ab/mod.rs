@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use hottext::measure::ab::{self, Config, Regex, RunRecord, Service, ServiceMetric};
-use hottext::measure::cancel;
 use hottext::measure::events::{Counter, EventPlan};
 use hottext::measure::stats::{Better, MIN_ROUNDS};
+use hottext::os::cancel;
 use hottext::os::cpus;
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -35,12 +35,12 @@ pub(crate) use runner::capture;
 use runner::Runner;
 
 /// An interval wider than this (half-width relative to the median) is called noisy.
-pub const NOISY_HALF_WIDTH: f64 = 0.05;
+pub(crate) const NOISY_HALF_WIDTH: f64 = 0.05;
 /// Frequency (or cycles per CPU-second) that moves by more than this between runs is reported.
-pub const FREQUENCY_DRIFT: f64 = 0.05;
+pub(crate) const FREQUENCY_DRIFT: f64 = 0.05;
 /// Instructions of a pure layout change are exact; a median ratio further than this from 1
 /// means A and B do different work.
-pub const INSTRUCTIONS_TOLERANCE: f64 = 0.001;
+pub(crate) const INSTRUCTIONS_TOLERANCE: f64 = 0.001;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Side {
@@ -259,7 +259,7 @@ pub fn run(
 }
 
 impl Row {
-    pub fn label_with_unit(&self) -> String {
+    pub(crate) fn label_with_unit(&self) -> String {
         match self.unit.as_str() {
             "" => self.label.clone(),
             u if u.starts_with('/') => format!("{} {u}", self.label),

@@ -229,15 +229,7 @@ pub(crate) fn capture(pattern: &Regex, captured: &Captured) -> Option<String> {
 fn mean_mhz(cpus: &[u32]) -> Option<f64> {
     let khz: Vec<f64> = cpus
         .iter()
-        .filter_map(|cpu| {
-            std::fs::read_to_string(format!(
-                "/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq"
-            ))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-        })
+        .filter_map(|&cpu| crate::os::sys::cpu_khz(cpu))
         .collect();
     (!khz.is_empty()).then(|| khz.iter().sum::<f64>() / khz.len() as f64 / 1000.0)
 }

@@ -30,13 +30,13 @@ pub const SIMULATION_TOLERANCE: f64 = 0.01;
 
 /// Miss rates below this many per million instructions on both sides are noise (a server's
 /// background work, a baseline that happened to miss more than its run): no verdict.
-pub const NEGLIGIBLE_PER_MILLION: f64 = 1.0;
+pub(crate) const NEGLIGIBLE_PER_MILLION: f64 = 1.0;
 
 /// The unit of the miss rates.
 const PER_MILLION: &str = "per M instr";
 
 /// The placeholder the commands use for the offset.
-pub const OFFSET_PLACEHOLDER: &str = "{offset}";
+pub(crate) const OFFSET_PLACEHOLDER: &str = "{offset}";
 
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -131,7 +131,7 @@ impl SimReport {
 }
 
 /// Called after each simulated side: (record, done, total).
-pub type SimProgress<'a> = dyn FnMut(&SimRecord, usize, usize) + 'a;
+pub(crate) type SimProgress<'a> = dyn FnMut(&SimRecord, usize, usize) + 'a;
 
 /// Runs A and B at every offset (A first at even offsets, B first at odd ones), up to
 /// `config.jobs` at once.

@@ -16,7 +16,7 @@ use crate::measure::ab::{Service, Side};
 use crate::measure::MeasureError;
 
 /// The placeholder for the worker's number in the service form's commands.
-pub const SLOT_PLACEHOLDER: &str = "{slot}";
+pub(crate) const SLOT_PLACEHOLDER: &str = "{slot}";
 
 /// One simulated side at one offset.
 #[derive(Debug, Clone, Copy)]

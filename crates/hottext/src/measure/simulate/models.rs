@@ -57,7 +57,7 @@ pub enum Slot {
 
 impl Model {
     /// Cachegrind's options that make its cache in this model's slot this structure.
-    pub fn cachegrind_options(&self) -> Vec<String> {
+    pub(crate) fn cachegrind_options(&self) -> Vec<String> {
         let geometry = format!("{},{},{}", self.bytes, self.ways, self.line);
         match self.huge_pages.map(|h| h.slot) {
             None | Some(Slot::I1) => vec![format!("--I1={geometry}")],

@@ -8,6 +8,7 @@
 use std::io;
 
 use crate::os::cpus::{self, CpuSet};
+use crate::os::sys;
 
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
@@ -58,8 +59,8 @@ impl Machine {
         Ok(Machine {
             cycles,
             branch_calls: cycles && can_open(true),
-            max_sample_rate: read_sysctl("perf_event_max_sample_rate")?.max(1) as u32,
-            paranoid: read_sysctl("perf_event_paranoid")? as i32,
+            max_sample_rate: sys::kernel_number("perf_event_max_sample_rate")?.max(1) as u32,
+            paranoid: sys::kernel_number("perf_event_paranoid")? as i32,
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
             online: cpus::online()?,
@@ -67,7 +68,7 @@ impl Machine {
     }
 
     /// Sampling whole CPUs (`perf record -a`) needs CAP_PERFMON unless paranoid is -1.
-    pub fn may_sample_cpus(&self) -> bool {
+    pub(crate) fn may_sample_cpus(&self) -> bool {
         self.root || self.paranoid <= -1
     }
 }
@@ -106,14 +107,6 @@ fn can_open(branch_calls: bool) -> bool {
     true
 }
 
-fn read_sysctl(name: &str) -> io::Result<i64> {
-    let path = format!("/proc/sys/kernel/{name}");
-    let text = std::fs::read_to_string(&path)?;
-    text.trim()
-        .parse()
-        .map_err(|_| io::Error::other(format!("{path} holds '{}', not a number", text.trim())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,10 +120,7 @@ mod tests {
     fn probe_agrees_with_sysfs_about_a_core_pmu() {
         let m = Machine::probe().unwrap();
         // Without any core PMU in sysfs no cycles event can open (x86 and Arm name it differently).
-        let pmus: Vec<String> = std::fs::read_dir("/sys/bus/event_source/devices")
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let pmus = crate::os::sys::pmus().unwrap();
         let core = pmus
             .iter()
             .any(|p| p == "cpu" || p.starts_with("cpu_") || p.starts_with("armv8"));

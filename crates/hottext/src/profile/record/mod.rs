@@ -40,7 +40,7 @@ pub use session::{Outcome, Session};
 pub const DEFAULT_FREQUENCY: u32 = 4999;
 /// The shortest recording asked for: perf takes tens of milliseconds to start, and a recording
 /// stopped before that ends perf by the stop signal with nothing written.
-pub const MIN_SECONDS: f64 = 0.1;
+pub(crate) const MIN_SECONDS: f64 = 0.1;
 
 /// Why `seconds` (named `what`) cannot be how long to record, if it cannot.
 pub fn check_seconds(what: &str, seconds: f64) -> Result<(), String> {
@@ -63,7 +63,7 @@ pub fn check_frequency(what: &str, frequency: u32) -> Result<(), String> {
 }
 /// Above this many CPUs, sampling all the CPUs a program may use writes too much (each CPU
 /// adds its own samples of every program); pin the program with `--cpu` instead.
-pub const MAX_CPU_WIDE: usize = 16;
+pub(crate) const MAX_CPU_WIDE: usize = 16;
 
 /// The program to record.
 #[derive(Debug, Clone, PartialEq, Eq)]

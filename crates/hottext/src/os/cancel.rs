@@ -2,7 +2,7 @@
 //!
 //! The library never installs handlers by itself: the command-line tool calls
 //! [`on_interrupt`] and passes the flag down; code that waits checks it and returns
-//! [`MeasureError::Interrupted`](super::MeasureError::Interrupted).
+//! `measure::MeasureError::Interrupted`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
