@@ -92,6 +92,17 @@ fn auto_scores_every_algorithm_and_writes_the_chosen_ones_order() {
     );
     let default: serde_json::Value = serde_json::from_str(&stdout(&default)).unwrap();
     assert!(default["candidates"].is_array(), "{default}");
+    // The choices are auto and the library's table of algorithms; another name is refused.
+    let out = hottext(
+        &["order", "fig2.profile", "--algorithm", "hfsort"],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[possible values: auto, cdsort, c3, ph]"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

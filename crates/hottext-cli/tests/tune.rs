@@ -254,7 +254,7 @@ fn tune_and_doctor_refuse_bad_options() {
     let d = dir.path();
     let state = d.join("state");
     let state = state.to_str().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &[
                 "tune",
@@ -279,6 +279,11 @@ fn tune_and_doctor_refuse_bad_options() {
                 state,
             ],
             "--binary no-such-file: not a file",
+        ),
+        // The knobs are the library's table: an unknown one is refused with their names.
+        (
+            &["tune", "--command", "true", "--knobs", "thp,turbo"],
+            "invalid value 'turbo' for '--knobs <LIST>'\n  [possible values: layout, thp, thp-defrag",
         ),
         (
             &["doctor", "--pid", "999999999"],

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::binary::Binary;
 use crate::graph::Graph;
-use crate::layout::{self, Algorithm, Params};
+use crate::layout::{self, Params, ALGORITHMS};
 use crate::link::{self, Entry, Format, ScriptPlacement};
 use crate::pipeline::config::Config;
 use crate::profile::ProfileError;
@@ -30,7 +30,7 @@ pub fn profile(data: &[u8]) -> bool {
         .unwrap_or_else(|e| panic!("a profile written by hottext is refused: {e}"));
     assert!(written == write(&again), "writing is not stable");
     if graph.funcs().len() <= LAYOUT_LIMIT {
-        for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {
+        for algorithm in ALGORITHMS {
             let order = layout::order(&graph, algorithm, &Params::default());
             let mut seen = vec![false; graph.funcs().len()];
             for &f in &order {

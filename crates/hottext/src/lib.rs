@@ -12,7 +12,8 @@
 //! 6. [`measure`]: hardware counters, interleaved A/B runs, statistics and a verdict.
 //! 7. [`store`], [`pipeline`]: the profile store, the meta file, the weekly refresh, the build's fetch.
 //!
-//! [`binary`] holds the ELF facts the stages share (names, build-id, code fingerprints), [`os`]
+//! [`binary`] holds the ELF facts the stages share (names, build-id, code fingerprints), [`caches`]
+//! the geometry of the instruction caches and TLBs the layout model and the simulation share, [`os`]
 //! what they ask of the operating system (every `/proc` and `/sys` read, CPU sets, processes,
 //! signals, shell words, atomic writes),
 //! [`demangle`] and [`listing`] the words people read (names, short lists in messages);
@@ -20,16 +21,17 @@
 //!
 //! ```
 //! use hottext::graph::Graph;
-//! use hottext::layout::{order, Algorithm, Params};
+//! use hottext::layout::{algorithm, order, Params};
 //!
 //! let profile = "# hottext profile v1\nfn main 64 1\nfn work 32 9\ncall main work 9\n";
 //! let graph = Graph::read(profile.as_bytes()).unwrap();
-//! let order = order(&graph, Algorithm::C3, &Params::default());
+//! let order = order(&graph, algorithm("c3").unwrap(), &Params::default());
 //! let names: Vec<&str> = order.iter().map(|&f| graph.funcs()[f].name.as_str()).collect();
 //! assert_eq!(names, ["main", "work"]);
 //! ```
 
 pub mod binary;
+pub mod caches;
 pub mod demangle;
 pub mod diagnose;
 #[doc(hidden)]

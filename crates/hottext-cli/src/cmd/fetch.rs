@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             output::parameters("order", &params);
             // The same choice as `order --algorithm auto`, the default there.
             let choice = auto::choose(&f.graph, &params, &|_| ());
-            let name = choice.algorithm.name();
+            let name = choice.algorithm.name;
             eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
             let origin = format!(
                 "{name} order (chosen by --algorithm auto) of {} ({})",

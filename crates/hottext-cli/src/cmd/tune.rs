@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use hottext::measure::ab::{Config, Regex, Service, ServiceMetric};
 use hottext::measure::events::EventPlan;
 use hottext::measure::stats::{Better, Verdict};
 use hottext::os::cancel;
 use hottext::os::cpus;
-use hottext::tune::knobs::{knob, may_write, Given, Layout, NAMES};
+use hottext::tune::knobs::{self, may_write, Given, KnobSpec, Layout, KNOBS};
 use hottext::tune::restore::{Lock, Restore, DEFAULT_STATE_DIR};
 use hottext::tune::{tune, Plan, Report};
 
@@ -24,14 +25,10 @@ use crate::output;
 /// winners together are confirmed against everything as it was. The result: a table of knobs,
 /// effects and intervals, and the configuration to apply (printed, never applied).
 ///
-/// Knobs (--knobs, default all): layout (each --layout NAME=CMD against the command as given:
-/// another binary, or a build and a run), thp and thp-defrag (sysfs), runtime (off; file, anon or hugetlb backing),
-/// malloc (glibc.malloc.hugetlb=1; jemalloc, tcmalloc through LD_PRELOAD when installed),
-/// cpus (one CPU), numa (interleave, with two nodes or more), numa-text (the --binary's page
-/// cache dropped and read again on each node before every run), governor (cpufreq), prefetchers;
-/// a knob this machine lacks is reported as not available. System-wide settings are recorded
-/// in a restore file (--state-dir) before they change and put back at the end, on Ctrl-C, and
-/// at the next start after a crash (`tune --restore` does only that).
+/// The knobs are listed under --knobs (default all); a knob this machine lacks is reported as
+/// not available. System-wide settings are recorded in a restore file (--state-dir) before they
+/// change and put back at the end, on Ctrl-C, and at the next start after a crash
+/// (`tune --restore` does only that).
 ///
 /// Examples:
 ///   hottext tune --command './server --requests 100000' --metric '([0-9]+) requests/s' --knobs thp,malloc
@@ -73,8 +70,8 @@ pub struct Args {
     #[arg(long, value_name = "BIN")]
     binary: Option<PathBuf>,
     /// The knobs to try, comma-separated.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    knobs: Vec<String>,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = knob_parser())]
+    knobs: Vec<&'static KnobSpec>,
     /// Stop starting comparisons after this many minutes.
     #[arg(long, value_name = "MIN", default_value_t = 60.0)]
     budget: f64,
@@ -97,6 +94,15 @@ pub struct Args {
 
 /// The state directory's lock; none when this user may not create it (then no knob may
 /// change a system setting, which `tune` checks).
+/// The parser of `--knobs`: the library's table of knobs, each with its help line.
+fn knob_parser() -> impl TypedValueParser<Value = &'static KnobSpec> {
+    let choices = KNOBS
+        .iter()
+        .map(|k| PossibleValue::new(k.name).help(k.help));
+    PossibleValuesParser::new(choices)
+        .map(|name| knobs::named(&name).expect("the parser accepts only the table's names"))
+}
+
 fn lock(dir: &Path) -> anyhow::Result<Option<Lock>> {
     match Lock::take(dir) {
         Ok(lock) => Ok(Some(lock)),
@@ -153,27 +159,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .context("cannot read this process's CPU affinity")?
         .iter()
         .collect();
-    let names: Vec<String> = if args.knobs.is_empty() {
-        NAMES.iter().map(|n| n.to_string()).collect()
+    let specs: Vec<&KnobSpec> = if args.knobs.is_empty() {
+        KNOBS.iter().collect()
     } else {
         args.knobs.clone()
     };
-    if !args.layout.is_empty() && !names.iter().any(|n| n == "layout") {
+    if !args.layout.is_empty() && !specs.iter().any(|k| k.name == "layout") {
         bail!("--layout is for the layout knob: add layout to --knobs");
     }
-    let mut knobs = Vec::new();
     let given = Given {
         cpus: &allowed,
         layouts: &args.layout,
         binary: args.binary.as_deref(),
         pinned_server: args.server.is_some(),
     };
-    for name in &names {
-        match knob(name, &given) {
-            Some(k) => knobs.push(k),
-            None => bail!("--knobs: no knob '{name}' (known: {})", NAMES.join(", ")),
-        }
-    }
+    let knobs = specs.iter().map(|k| k.probe(&given)).collect();
     let metrics = match &args.metric {
         Some(pattern) => vec![ServiceMetric {
             pattern: Regex::new(pattern).with_context(|| format!("--metric {pattern:?}"))?,

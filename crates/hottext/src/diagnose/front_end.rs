@@ -259,7 +259,7 @@ pub fn estimate(placed: &(Graph, Placement)) -> (Check, Metrics, Metrics) {
         then.pages_4k_99,
         100.0 * (1.0 - now.calls_within_4k),
         100.0 * (1.0 - then.calls_within_4k),
-        choice.algorithm.name(),
+        choice.algorithm.name,
     );
     let name = "estimate with hot text";
     let helps = now.pages_4k_99 > L1_ITLB && then.pages_2m_99 * 2 <= now.pages_4k_99;

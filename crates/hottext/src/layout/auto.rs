@@ -6,17 +6,19 @@
 //! order as cachegrind's L1-iTLB misses, which is where layouts differ most (up to 1.3× between
 //! orders against 1.02× for L1i misses; bench/RESULTS.md). Layouts within
 //! [`TIE`] of the best are told apart by the i-cache model (`icache_overflow`), then by the
-//! order of [`CANDIDATES`].
+//! order of [`ALGORITHMS`](super::ALGORITHMS).
 
 use serde::Serialize;
 
 use super::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
-use super::{order, Algorithm, Params};
+use super::{order, Algorithm, Params, ALGORITHMS};
 use crate::graph::{FuncId, Graph};
 use crate::parallel::join;
 
 /// The algorithms `auto` tries, in order of preference on a tie.
-pub const CANDIDATES: [Algorithm; 3] = [Algorithm::Cdsort, Algorithm::C3, Algorithm::PettisHansen];
+pub fn candidates() -> impl Iterator<Item = &'static Algorithm> {
+    ALGORITHMS.iter().filter(|a| a.tried_by_auto)
+}
 
 /// Scores closer than this (relative) count as equal.
 pub const TIE: f64 = 0.01;
@@ -34,40 +36,41 @@ pub struct Candidate {
 /// The chosen order and every candidate's figures.
 #[derive(Debug, Clone)]
 pub struct Choice {
-    pub algorithm: Algorithm,
+    pub algorithm: &'static Algorithm,
     pub order: Vec<FuncId>,
     pub candidates: Vec<Candidate>,
 }
 
-/// Orders `graph` with each of [`CANDIDATES`], placed back to back as the linker would, and
+/// Orders `graph` with each of the [`candidates`], placed back to back as the linker would, and
 /// keeps the best by the score. `progress` hears each algorithm's name before it runs.
 ///
 /// The first candidate, cdsort, runs on a thread of its own while the others run one after
 /// another on this one: on a 1 M-function graph cdsort takes about as long as c3 and ph
 /// together, so two at a time halves the wait, and memory holds two algorithms' state at most.
 pub fn choose(graph: &Graph, params: &Params, progress: &(dyn Fn(&str) + Sync)) -> Choice {
-    let run = |algorithm: Algorithm| {
-        progress(algorithm.name());
+    let run = |algorithm: &'static Algorithm| {
+        progress(algorithm.name);
         let ordered = order(graph, algorithm, params);
         let metrics = measure(graph, &place_in_order(graph, &ordered, COMPILED_ALIGNMENT));
         let candidate = Candidate {
-            algorithm: algorithm.name(),
+            algorithm: algorithm.name,
             score: 1.0 - metrics.calls_within_4k,
             metrics,
             chosen: false,
         };
         (candidate, ordered)
     };
+    let tried: Vec<&'static Algorithm> = candidates().collect();
     let (first, rest) = join(
-        || run(CANDIDATES[0]),
-        || CANDIDATES[1..].iter().map(|&a| run(a)).collect::<Vec<_>>(),
+        || run(tried[0]),
+        || tried[1..].iter().map(|&a| run(a)).collect::<Vec<_>>(),
     );
     let (mut candidates, mut orders): (Vec<Candidate>, Vec<Vec<FuncId>>) =
         std::iter::once(first).chain(rest).unzip();
     let index = best(&candidates);
     candidates[index].chosen = true;
     Choice {
-        algorithm: CANDIDATES[index],
+        algorithm: tried[index],
         order: orders.swap_remove(index),
         candidates,
     }
@@ -125,7 +128,7 @@ mod tests {
         assert_eq!(choice.candidates.len(), 3);
         assert_eq!(choice.candidates.iter().filter(|c| c.chosen).count(), 1);
         let chosen = choice.candidates.iter().find(|c| c.chosen).unwrap();
-        assert_eq!(chosen.algorithm, choice.algorithm.name());
+        assert_eq!(chosen.algorithm, choice.algorithm.name);
         let lowest = choice
             .candidates
             .iter()
@@ -140,6 +143,23 @@ mod tests {
             choice.order,
             order(&graph(), choice.algorithm, &Params::default())
         );
+    }
+
+    #[test]
+    fn the_table_names_each_algorithm_once_and_auto_tries_some() {
+        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        assert!(
+            !names.contains(&"auto"),
+            "auto is the CLI's, not an algorithm"
+        );
+        assert!(candidates().next().is_some());
+        for name in names {
+            assert_eq!(crate::layout::algorithm(name).unwrap().name, name);
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@
 
 use serde::Serialize;
 
+use super::Algorithm;
 use crate::graph::{FuncId, Graph};
 
 /// C3's thresholds, each with the paper's, hfsort's or lld's default.
@@ -60,6 +61,13 @@ impl Default for C3Params {
         }
     }
 }
+
+pub(super) const ALGORITHM: Algorithm = Algorithm {
+    name: "c3",
+    help: "Call-chain clustering (hfsort)",
+    tried_by_auto: true,
+    order: |graph, params| order(graph, &params.c3),
+};
 
 pub(super) fn order(graph: &Graph, params: &C3Params) -> Vec<FuncId> {
     let n = graph.funcs().len();

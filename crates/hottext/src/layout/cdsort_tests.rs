@@ -1,7 +1,8 @@
 //! CDSort: hand-written graphs with the expected order, one rule a test.
 
+use super::cdsort::ALGORITHM as CDSORT;
 use super::tests::{figure2, graph, names, names_with};
-use super::{Algorithm, Params};
+use super::Params;
 use crate::graph::{Graph, GraphBuilder};
 
 /// The default parameters with one CDSort parameter changed.
@@ -28,14 +29,14 @@ fn main_and_leaf(leaf_size: u64, calls: u64, sites: &[(u64, u64)]) -> Graph {
 #[test]
 fn cdsort_merges_caller_and_callee_when_call_site_is_near_the_end() {
     let g = main_and_leaf(16, 10, &[(990, 10)]);
-    assert_eq!(names(&g, Algorithm::Cdsort), ["main", "leaf"]);
+    assert_eq!(names(&g, &CDSORT), ["main", "leaf"]);
 }
 
 #[test]
 fn cdsort_puts_callee_before_caller_when_call_site_is_near_the_start() {
     // From offset 10 the leaf is 26 bytes back if it comes first, 990 ahead if it follows.
     let g = main_and_leaf(16, 10, &[(10, 10)]);
-    assert_eq!(names(&g, Algorithm::Cdsort), ["leaf", "main"]);
+    assert_eq!(names(&g, &CDSORT), ["leaf", "main"]);
 }
 
 #[test]
@@ -43,13 +44,13 @@ fn cdsort_counts_call_weight_without_a_site_from_the_middle_of_the_caller() {
     // No sites (an old profile): the call sits at byte 500, 500 bytes from a leaf that follows,
     // 900 from one of 400 bytes that comes first.
     let g = main_and_leaf(400, 10, &[]);
-    assert_eq!(names(&g, Algorithm::Cdsort), ["main", "leaf"]);
+    assert_eq!(names(&g, &CDSORT), ["main", "leaf"]);
     // One call of ten seen at offset 10: the nine others still count from the middle.
     let g = main_and_leaf(400, 10, &[(10, 1)]);
-    assert_eq!(names(&g, Algorithm::Cdsort), ["main", "leaf"]);
+    assert_eq!(names(&g, &CDSORT), ["main", "leaf"]);
     // All ten seen there: the leaf goes first.
     let g = main_and_leaf(400, 10, &[(10, 10)]);
-    assert_eq!(names(&g, Algorithm::Cdsort), ["leaf", "main"]);
+    assert_eq!(names(&g, &CDSORT), ["leaf", "main"]);
 }
 
 #[test]
@@ -64,11 +65,11 @@ fn cdsort_keeps_a_hot_function_out_of_a_cold_chain_that_would_cost_tlb_misses() 
         ],
         &[("hot", "cold", 1)],
     );
-    assert_eq!(names(&g, Algorithm::Cdsort), ["hot", "middling", "cold"]);
+    assert_eq!(names(&g, &CDSORT), ["hot", "middling", "cold"]);
     // Without the term the distance gain wins, and the sparse pair falls behind `middling`.
     let distance_only = cdsort_params(|p| p.frequency_weight = 0.0);
     assert_eq!(
-        names_with(&g, Algorithm::Cdsort, &distance_only),
+        names_with(&g, &CDSORT, &distance_only),
         ["middling", "hot", "cold"]
     );
 }
@@ -83,13 +84,10 @@ fn path() -> Graph {
 
 #[test]
 fn cdsort_merges_short_chains_first_and_stops_at_the_chain_size_limit() {
-    assert_eq!(names(&path(), Algorithm::Cdsort), ["a", "b", "c"]);
+    assert_eq!(names(&path(), &CDSORT), ["a", "b", "c"]);
     // Two functions at most: [b, c] forms first, so a stays alone and, less dense, goes last.
     let two = cdsort_params(|p| p.max_chain_functions = 2);
-    assert_eq!(
-        names_with(&path(), Algorithm::Cdsort, &two),
-        ["b", "c", "a"]
-    );
+    assert_eq!(names_with(&path(), &CDSORT, &two), ["b", "c", "a"]);
 }
 
 #[test]
@@ -117,7 +115,7 @@ fn cdsort_fills_a_chain_to_the_size_limit_after_giving_up_pairs_past_it() {
         ],
     );
     let three = cdsort_params(|p| p.max_chain_functions = 3);
-    let got = names_with(&g, Algorithm::Cdsort, &three);
+    let got = names_with(&g, &CDSORT, &three);
     let at = |n: &str| got.iter().position(|g| g == n).unwrap();
     assert_eq!(at("a").abs_diff(at("b")), 1, "{got:?}");
     assert_eq!(at("c").abs_diff(at("d")), 1, "{got:?}");
@@ -133,7 +131,7 @@ fn cdsort_counts_call_weight_as_hotness_of_functions_without_samples() {
         &[("a", "b", 50)],
     );
     let alone = cdsort_params(|p| p.max_chain_functions = 1);
-    assert_eq!(names_with(&g, Algorithm::Cdsort, &alone), ["a", "b", "z"]);
+    assert_eq!(names_with(&g, &CDSORT, &alone), ["a", "b", "z"]);
 }
 
 #[test]
@@ -142,12 +140,12 @@ fn cdsort_ignores_self_calls_and_zero_weight_arcs() {
         &[("f", 10, 10), ("g", 10, 20)],
         &[("f", "f", 1000), ("g", "g", 5), ("f", "g", 0)],
     );
-    assert_eq!(names(&g, Algorithm::Cdsort), ["g", "f"]);
+    assert_eq!(names(&g, &CDSORT), ["g", "f"]);
 }
 
 #[test]
 fn cdsort_orders_paper_figure2() {
     // A calls B (100) and C (40), B calls C (30), C calls D (90), every call from the middle.
-    let got = names(&figure2(), Algorithm::Cdsort);
+    let got = names(&figure2(), &CDSORT);
     assert_eq!(got, ["A", "B", "C", "D"]);
 }

@@ -12,6 +12,7 @@
 use serde::Serialize;
 
 use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
+use crate::caches::L1I;
 use crate::graph::{FuncId, Graph};
 
 /// Where each function of a graph starts; `None` for functions the layout lacks. A modelled
@@ -57,14 +58,11 @@ pub struct Metrics {
     pub weighted_call_distance: u64,
     /// Call weight left out because the layout lacks caller or callee.
     pub unplaced_call_weight: u64,
-    /// Share of the samples that a 32 KiB, 8-way L1i of 64 B lines cannot hold at once: each
-    /// function's samples spread evenly over its bytes, each set keeps its 8 hottest lines, the
-    /// rest counts. Layouts that put hot code in the same sets score worse.
+    /// Share of the samples that the L1i of [`L1I`] (32 KiB, 8-way, 64 B lines) cannot hold at
+    /// once: each function's samples spread evenly over its bytes, each set keeps its `ways`
+    /// hottest lines, the rest counts. Layouts that put hot code in the same sets score worse.
     pub icache_overflow: f64,
 }
-
-/// The L1i [`Metrics::icache_overflow`] models (AMD Zen 2-4, Intel since Sandy Bridge: 32 KiB, 8-way).
-const ICACHE: (u64, usize, u64) = (32 * 1024, 8, 64);
 
 pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let mut sampled_functions = 0;
@@ -125,8 +123,7 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
 /// its size (a profile may claim any size). Symbols that overlap (some rewritten binaries have
 /// them) count as separate lines there; on BOLT's PostgreSQL that moved the figure by 0.5 %.
 pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
-    let (bytes, ways, line) = ICACHE;
-    let sets = bytes / (ways as u64 * line);
+    let (sets, ways, line) = (L1I.sets(), L1I.ways, L1I.line);
     let mass = block_mass(graph, at, line);
     if mass.total == 0.0 {
         return 0.0;
@@ -147,7 +144,7 @@ pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
         .into_iter()
         .map(|mut lines| {
             lines.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let (mut room, mut over) = (ways as u64, 0.0);
+            let (mut room, mut over) = (ways, 0.0);
             for (mass, count) in lines {
                 let kept = count.min(room);
                 room -= kept;

@@ -19,26 +19,26 @@ pub use cdsort::CdsortParams;
 
 use crate::graph::{FuncId, Graph};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    /// Call-chain clustering (hfsort, section 5.2).
-    C3,
-    /// Pettis-Hansen (section 5.1), for comparison.
-    PettisHansen,
-    /// Cache-directed sort (LLVM's CDSort): merges scored by call distance, with the real call
-    /// sites where the profile has them, and by i-TLB density.
-    Cdsort,
+/// One ordering algorithm, as `order --algorithm`, `auto` and the fuzz target see it. Each
+/// algorithm's file defines its own (`ALGORITHM`); [`ALGORITHMS`] lists them.
+#[derive(Debug)]
+pub struct Algorithm {
+    /// The name `order --algorithm` takes and reports print.
+    pub name: &'static str,
+    /// One line for `order --help`.
+    pub help: &'static str,
+    /// Whether `--algorithm auto` orders with it and scores the layout.
+    pub tried_by_auto: bool,
+    order: fn(&Graph, &Params) -> Vec<FuncId>,
 }
 
-impl Algorithm {
-    /// The name `order --algorithm` takes and reports print.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::C3 => "c3",
-            Algorithm::PettisHansen => "ph",
-            Algorithm::Cdsort => "cdsort",
-        }
-    }
+/// Every algorithm, in `auto`'s order of preference on a tie. A new algorithm is a file of
+/// its own here with its `ALGORITHM`, its `mod` line above and one line in this table.
+pub static ALGORITHMS: &[Algorithm] = &[cdsort::ALGORITHM, c3::ALGORITHM, pettis_hansen::ALGORITHM];
+
+/// The algorithm called `name` (as `order --algorithm` spells it).
+pub fn algorithm(name: &str) -> Option<&'static Algorithm> {
+    ALGORITHMS.iter().find(|a| a.name == name)
 }
 
 /// The thresholds of the algorithms, each with its source's default.
@@ -49,12 +49,8 @@ pub struct Params {
 }
 
 /// Every function of the graph, in layout order.
-pub fn order(graph: &Graph, algorithm: Algorithm, params: &Params) -> Vec<FuncId> {
-    match algorithm {
-        Algorithm::C3 => c3::order(graph, &params.c3),
-        Algorithm::PettisHansen => pettis_hansen::order(graph),
-        Algorithm::Cdsort => cdsort::order(graph, &params.cdsort),
-    }
+pub fn order(graph: &Graph, algorithm: &Algorithm, params: &Params) -> Vec<FuncId> {
+    (algorithm.order)(graph, params)
 }
 
 #[cfg(test)]

@@ -21,8 +21,16 @@
 use super::edge_lists::edge_lists;
 use super::pair_index::PairIndex;
 use super::queue::MaxQueue;
+use super::Algorithm;
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
+
+pub(super) const ALGORITHM: Algorithm = Algorithm {
+    name: "ph",
+    help: "Pettis-Hansen",
+    tried_by_auto: true,
+    order: |graph, _| order(graph),
+};
 
 pub(super) fn order(graph: &Graph) -> Vec<FuncId> {
     let edges = undirected_edges(graph);

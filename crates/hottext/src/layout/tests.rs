@@ -1,6 +1,9 @@
 //! Hand-written graphs with the expected order, one rule a test.
 
+use super::c3::ALGORITHM as C3;
+use super::cdsort::ALGORITHM as CDSORT;
 use super::metrics::{hot_ranges, measure, place_in_order};
+use super::pettis_hansen::ALGORITHM as PH;
 use super::{order, Algorithm, C3Params, Params};
 use crate::binary::{ExecSegment, FileOffset, StatedAddr};
 use crate::graph::{ids, Graph, GraphBuilder};
@@ -27,11 +30,11 @@ pub(super) fn graph(funcs: &[(&str, u64, u64)], calls: &[(&str, &str, u64)]) -> 
     b.finish()
 }
 
-pub(super) fn names(g: &Graph, algorithm: Algorithm) -> Vec<String> {
+pub(super) fn names(g: &Graph, algorithm: &Algorithm) -> Vec<String> {
     names_with(g, algorithm, &Params::default())
 }
 
-pub(super) fn names_with(g: &Graph, algorithm: Algorithm, params: &Params) -> Vec<String> {
+pub(super) fn names_with(g: &Graph, algorithm: &Algorithm, params: &Params) -> Vec<String> {
     order(g, algorithm, params)
         .into_iter()
         .map(|f| g.funcs()[f].name.clone())
@@ -59,10 +62,10 @@ pub(super) fn figure2() -> Graph {
 #[test]
 fn paper_figure2_c3_order_and_distance() {
     let g = figure2();
-    assert_eq!(names(&g, Algorithm::C3), ["A", "B", "C", "D"]);
+    assert_eq!(names(&g, &C3), ["A", "B", "C", "D"]);
     let m = measure(
         &g,
-        &place_in_order(&g, &order(&g, Algorithm::C3, &Params::default()), 1),
+        &place_in_order(&g, &order(&g, &C3, &Params::default()), 1),
     );
     assert_eq!(m.weighted_call_distance, 17_000);
 }
@@ -70,14 +73,10 @@ fn paper_figure2_c3_order_and_distance() {
 #[test]
 fn paper_figure2_pettis_hansen_order_and_distance() {
     let g = figure2();
-    assert_eq!(names(&g, Algorithm::PettisHansen), ["B", "A", "C", "D"]);
+    assert_eq!(names(&g, &PH), ["B", "A", "C", "D"]);
     let m = measure(
         &g,
-        &place_in_order(
-            &g,
-            &order(&g, Algorithm::PettisHansen, &Params::default()),
-            1,
-        ),
+        &place_in_order(&g, &order(&g, &PH, &Params::default()), 1),
     );
     assert_eq!(m.weighted_call_distance, 26_000);
 }
@@ -88,7 +87,7 @@ fn c3_appends_callee_after_its_heaviest_caller() {
         &[("light", 10, 1), ("heavy", 10, 1), ("callee", 10, 50)],
         &[("light", "callee", 5), ("heavy", "callee", 9)],
     );
-    assert_eq!(names(&g, Algorithm::C3)[..2], ["heavy", "callee"]);
+    assert_eq!(names(&g, &C3)[..2], ["heavy", "callee"]);
 }
 
 #[test]
@@ -99,12 +98,8 @@ fn c3_does_not_grow_a_cluster_past_the_merge_threshold() {
         &[("big", 5000, 10), ("small", 100, 50)],
         &[("big", "small", 50)],
     );
-    assert_eq!(names(&g, Algorithm::C3), ["small", "big"]);
-    let merged = order(
-        &g,
-        Algorithm::C3,
-        &c3_params(|p| p.merge_threshold = 10_000),
-    );
+    assert_eq!(names(&g, &C3), ["small", "big"]);
+    let merged = order(&g, &C3, &c3_params(|p| p.merge_threshold = 10_000));
     assert_eq!(merged, ids([0, 1]));
 }
 
@@ -128,18 +123,18 @@ fn callee_with_callers(callers: usize) -> Graph {
 #[test]
 fn c3_callee_stays_alone_when_caller_arc_is_under_10_percent() {
     // 11 callers: each arc is 10/110 < 10 %, so the callee keeps its own (least dense) cluster.
-    let got = names(&callee_with_callers(11), Algorithm::C3);
+    let got = names(&callee_with_callers(11), &C3);
     assert_eq!(got.last().map(String::as_str), Some("callee"), "{got:?}");
 }
 
 #[test]
 fn c3_callee_joins_caller_whose_arc_carries_exactly_10_percent() {
-    let got = names(&callee_with_callers(10), Algorithm::C3);
+    let got = names(&callee_with_callers(10), &C3);
     let at = |n: &str| got.iter().position(|g| g == n);
     assert_eq!(at("callee"), at("caller0").map(|i| i + 1), "{got:?}");
     // The share is a parameter: at 11 % the same arc is too weak.
     let stricter = c3_params(|p| p.min_caller_share_percent = 11);
-    let got = names_with(&callee_with_callers(10), Algorithm::C3, &stricter);
+    let got = names_with(&callee_with_callers(10), &C3, &stricter);
     assert_eq!(got.last().map(String::as_str), Some("callee"), "{got:?}");
 }
 
@@ -160,10 +155,10 @@ fn dense_caller_sparse_callee(callee_size: u64) -> Graph {
 fn c3_does_not_merge_when_density_would_drop_more_than_8x() {
     // 800/100 = 8 per byte; merged with 800 cold bytes: 800/900, 9x less dense.
     let g = dense_caller_sparse_callee(800);
-    assert_eq!(names(&g, Algorithm::C3), ["caller", "bystander", "callee"]);
+    assert_eq!(names(&g, &C3), ["caller", "bystander", "callee"]);
     // With 700 cold bytes the merged density is exactly 8x lower: allowed.
     let g = dense_caller_sparse_callee(700);
-    assert_eq!(names(&g, Algorithm::C3), ["bystander", "caller", "callee"]);
+    assert_eq!(names(&g, &C3), ["bystander", "caller", "callee"]);
 }
 
 #[test]
@@ -178,11 +173,11 @@ fn c3_does_not_merge_past_the_maximum_cluster_size() {
         )
     };
     assert_eq!(
-        names_with(&pair(500 << 10), Algorithm::C3, &lifted),
+        names_with(&pair(500 << 10), &C3, &lifted),
         ["callee", "caller"]
     );
     assert_eq!(
-        names_with(&pair(400 << 10), Algorithm::C3, &lifted),
+        names_with(&pair(400 << 10), &C3, &lifted),
         ["caller", "callee"]
     );
 }
@@ -194,7 +189,7 @@ fn c3_sorts_clusters_by_density() {
         &[("wide", 400, 10), ("narrow", 40, 10), ("cold", 10, 0)],
         &[],
     );
-    assert_eq!(names(&g, Algorithm::C3), ["narrow", "wide", "cold"]);
+    assert_eq!(names(&g, &C3), ["narrow", "wide", "cold"]);
 }
 
 #[test]
@@ -204,7 +199,7 @@ fn c3_ignores_self_calls_and_zero_weight_arcs() {
         &[("f", "f", 1000), ("g", "g", 5), ("f", "g", 0)],
     );
     // No usable arc: each stays alone and density decides.
-    assert_eq!(names(&g, Algorithm::C3), ["g", "f"]);
+    assert_eq!(names(&g, &C3), ["g", "f"]);
 }
 
 #[test]
@@ -213,7 +208,7 @@ fn c3_leaves_a_call_cycle_in_one_cluster() {
         &[("a", 10, 5), ("b", 10, 6)],
         &[("a", "b", 10), ("b", "a", 10)],
     );
-    let got = names(&g, Algorithm::C3);
+    let got = names(&g, &C3);
     assert_eq!(got, ["a", "b"]);
 }
 
@@ -224,7 +219,7 @@ fn pettis_hansen_merges_heaviest_edge_first_ignoring_direction() {
         &[("x", 10, 1), ("y", 10, 1), ("z", 10, 1)],
         &[("x", "y", 10), ("y", "x", 10), ("x", "z", 15)],
     );
-    let got = names(&g, Algorithm::PettisHansen);
+    let got = names(&g, &PH);
     let pos = |n: &str| got.iter().position(|g| g == n).unwrap();
     assert_eq!(pos("x").abs_diff(pos("y")), 1, "{got:?}");
 }
@@ -251,15 +246,15 @@ fn pettis_hansen_orders_weights_past_32_bits_as_their_scaled_down_copy() {
     let total = |g: &Graph| g.calls().iter().map(|c| c.weight).sum::<u64>();
     assert!(total(&narrow) < u64::from(u32::MAX) && total(&wide) > u64::from(u32::MAX));
     assert_eq!(
-        order(&wide, Algorithm::PettisHansen, &Params::default()),
-        order(&narrow, Algorithm::PettisHansen, &Params::default())
+        order(&wide, &PH, &Params::default()),
+        order(&narrow, &PH, &Params::default())
     );
 }
 
 #[test]
 fn orders_are_deterministic_and_complete() {
     let g = figure2();
-    for algorithm in [Algorithm::C3, Algorithm::PettisHansen, Algorithm::Cdsort] {
+    for algorithm in [&C3, &PH, &CDSORT] {
         let a = order(&g, algorithm, &Params::default());
         let mut sorted = a.clone();
         sorted.sort_unstable();
@@ -358,7 +353,7 @@ fn pettis_hansen_long_chain_absorbs_reversed_pieces_in_order() {
             ("a", "b", 20),
         ],
     );
-    let got = names(&g, Algorithm::PettisHansen);
+    let got = names(&g, &PH);
     let forward = ["a", "b", "c", "d", "e"];
     let backward = ["e", "d", "c", "b", "a"];
     assert!(got == forward || got == backward, "{got:?}");

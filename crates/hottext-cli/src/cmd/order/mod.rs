@@ -13,14 +13,16 @@ use hottext::demangle::readable;
 use hottext::graph::{escaped, FuncId, Graph};
 use hottext::layout::auto;
 use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
-use hottext::layout::{order, Algorithm, Params};
+use hottext::layout::{order, Params};
 use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeNames};
 use hottext::listing::some_of;
 use hottext::pipeline::rematch::{rematch, Matched};
 
+mod algorithm_arg;
 mod report;
 mod unordered;
 
+use algorithm_arg::AlgorithmArg;
 use report::{print_summary, Summary};
 
 use super::{refuse_outputs_over_inputs, write_markers, write_output_file, FormatArg, PaddingArg};
@@ -55,7 +57,7 @@ pub struct Args {
     /// The profile written by `hottext profile`.
     profile: PathBuf,
     /// How to order the functions.
-    #[arg(long, value_enum, default_value_t = AlgorithmArg::Auto)]
+    #[arg(long, value_parser = algorithm_arg::parser(), default_value = "auto")]
     algorithm: AlgorithmArg,
     /// What to write.
     #[arg(long, value_enum, default_value_t = FormatArg::List)]
@@ -102,19 +104,6 @@ pub struct Args {
     /// Print the figures as JSON on stdout (needs -o for the order, ranges or edges).
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum AlgorithmArg {
-    /// Order with cdsort, c3 and ph, keep the layout the profile's model scores best (the
-    /// share of call weight that leaves its 4 KiB page, then the modelled L1i overflow)
-    Auto,
-    /// Call-chain clustering (hfsort)
-    C3,
-    /// Pettis-Hansen
-    Ph,
-    /// Cache-directed sort (LLVM's CDSort), with the profile's call sites
-    Cdsort,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -174,15 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     );
                 }
             });
-            (
-                choice.order,
-                choice.algorithm.name(),
-                Some(choice.candidates),
-            )
+            (choice.order, choice.algorithm.name, Some(choice.candidates))
         }
-        AlgorithmArg::C3 => (order(&graph, Algorithm::C3, &params), "c3", None),
-        AlgorithmArg::Ph => (order(&graph, Algorithm::PettisHansen, &params), "ph", None),
-        AlgorithmArg::Cdsort => (order(&graph, Algorithm::Cdsort, &params), "cdsort", None),
+        AlgorithmArg::Fixed(algorithm) => (order(&graph, algorithm, &params), algorithm.name, None),
     };
 
     let addresses = binary.as_ref().map(|b| addresses_by_name(&graph, b));
@@ -230,7 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let chosen_by = match args.algorithm {
         AlgorithmArg::Auto => " (chosen by --algorithm auto)",
-        _ => "",
+        AlgorithmArg::Fixed(_) => "",
     };
     let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
     let target = Target::Linker {

@@ -55,6 +55,7 @@ mod state;
 use state::{State, REFRESH_BATCH};
 
 use super::queue::MaxQueue;
+use super::Algorithm;
 use crate::graph::{FuncId, Graph};
 
 /// CDSort's model, with LLVM's defaults (tuned there on large front-end-bound binaries).
@@ -85,6 +86,13 @@ impl Default for CdsortParams {
         }
     }
 }
+
+pub(super) const ALGORITHM: Algorithm = Algorithm {
+    name: "cdsort",
+    help: "Cache-directed sort (LLVM's CDSort), with the profile's call sites",
+    tried_by_auto: true,
+    order: |graph, params| order(graph, &params.cdsort),
+};
 
 pub(super) fn order(graph: &Graph, params: &CdsortParams) -> Vec<FuncId> {
     let mut state = State::new(graph, params);

@@ -4,18 +4,17 @@
 //! 4 KiB "line" that cache is an instruction TLB of 4 KiB pages, so three runs give the three
 //! figures the hot-text papers report: L1 iTLB misses, L2 iTLB misses (each a page walk) and
 //! L1i misses. The geometry is this CPU's where it says so (the i-cache from sysfs, the iTLBs
-//! from AMD's CPUID leaves), else that of AMD Zen 2-4, which `bench/postgres/sim.py` used.
+//! from AMD's CPUID leaves), else [`crate::caches`]' defaults (AMD Zen 2-4's).
 //!
 //! Two more models put the hot range's whole 2 MiB pages, those the runtime maps, on 2 MiB
 //! pages ([`super::hot_range`]): the iTLB entries for 2 MiB pages, from the same CPUID leaves,
-//! else Zen 2-4's (their L1 iTLB holds 64 pages of any size, fully associative; their L2 iTLB
-//! 512 pages of 4 KiB or 2 MiB, 8-way: AMD's software optimization guides for families 17h and
-//! 19h). Intel's Skylake has 8 fully associative L1 entries for 2 MiB pages beside 128 for 4 KiB
+//! else the defaults. Intel's Skylake has 8 fully associative L1 entries for 2 MiB pages beside 128 for 4 KiB
 //! ones; its leaf 0x18 is not read, as for the 4 KiB models.
 
 use serde::Serialize;
 
 use crate::binary::HUGE_PAGE;
+use crate::caches::{Geometry, L1I, L1_ITLB, L1_ITLB_HUGE, L2_ITLB, L2_ITLB_HUGE, PAGE};
 
 /// One modelled structure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,10 +22,8 @@ pub struct Model {
     /// `itlb-l1`, `itlb-l2`, `icache`: the report's key prefix.
     pub key: &'static str,
     pub label: &'static str,
-    pub bytes: u64,
-    pub ways: u64,
-    /// A page for the TLB models.
-    pub line: u64,
+    #[serde(flatten)]
+    pub geometry: Geometry,
     /// Where the geometry came from: `cpu` or `default`.
     pub source: &'static str,
     /// Set on the models of the hot range on 2 MiB pages.
@@ -58,7 +55,8 @@ pub enum Slot {
 impl Model {
     /// Cachegrind's options that make its cache in this model's slot this structure.
     pub(crate) fn cachegrind_options(&self) -> Vec<String> {
-        let geometry = format!("{},{},{}", self.bytes, self.ways, self.line);
+        let Geometry { bytes, ways, line } = self.geometry;
+        let geometry = format!("{bytes},{ways},{line}");
         match self.huge_pages.map(|h| h.slot) {
             None | Some(Slot::I1) => vec![format!("--I1={geometry}")],
             Some(Slot::LL) => vec![format!("--LL={geometry}"), format!("--D1={geometry}")],
@@ -67,32 +65,32 @@ impl Model {
 
     /// `64 entries, fully associative, 4096 B pages`
     pub fn describe(&self) -> String {
-        let entries = self.bytes / self.line;
-        let ways = if self.ways == entries {
+        let Geometry { bytes, ways, line } = self.geometry;
+        let entries = self.geometry.entries();
+        let ways = if ways == entries {
             "fully associative".to_string()
         } else {
-            format!("{}-way", self.ways)
+            format!("{ways}-way")
         };
-        match self.line {
+        match line {
             PAGE => format!("{entries} entries, {ways}, 4 KiB pages"),
             HUGE_PAGE => format!(
                 "{entries} entries, {ways}, 2 MiB pages: the hot range's whole pages; other code as {}",
                 self.huge_pages.map_or("4 KiB", |h| h.beside)
             ),
-            line => format!("{} KiB, {ways}, {line} B lines", self.bytes / 1024),
+            line => format!("{} KiB, {ways}, {line} B lines", bytes / 1024),
         }
     }
 
     /// Cachegrind refuses a geometry whose line size or set count is not a power of two.
     fn valid(&self) -> bool {
-        self.ways > 0
-            && self.line.is_power_of_two()
-            && self.bytes % (self.ways * self.line) == 0
-            && (self.bytes / (self.ways * self.line)).is_power_of_two()
+        let Geometry { bytes, ways, line } = self.geometry;
+        ways > 0
+            && line.is_power_of_two()
+            && bytes % (ways * line) == 0
+            && self.geometry.sets().is_power_of_two()
     }
 }
-
-const PAGE: u64 = 4096;
 
 /// The models in the order the reports list them; the i-cache last.
 fn default_models() -> [Model; 5] {
@@ -101,45 +99,35 @@ fn default_models() -> [Model; 5] {
         Model {
             key: "itlb-l1",
             label: "L1 iTLB",
-            bytes: 64 * PAGE,
-            ways: 64,
-            line: PAGE,
+            geometry: L1_ITLB,
             source: "default",
             huge_pages: None,
         },
         Model {
             key: "itlb-l2",
             label: "L2 iTLB",
-            bytes: 512 * PAGE,
-            ways: 8,
-            line: PAGE,
+            geometry: L2_ITLB,
             source: "default",
             huge_pages: None,
         },
         Model {
             key: "itlb-l1-huge",
             label: "L1 iTLB huge",
-            bytes: 64 * HUGE_PAGE,
-            ways: 64,
-            line: HUGE_PAGE,
+            geometry: L1_ITLB_HUGE,
             source: "default",
             huge_pages: on_huge_pages("itlb-l1", Slot::I1),
         },
         Model {
             key: "itlb-l2-huge",
             label: "L2 iTLB huge",
-            bytes: 512 * HUGE_PAGE,
-            ways: 8,
-            line: HUGE_PAGE,
+            geometry: L2_ITLB_HUGE,
             source: "default",
             huge_pages: on_huge_pages("itlb-l2", Slot::LL),
         },
         Model {
             key: "icache",
             label: "L1i",
-            bytes: 32 * 1024,
-            ways: 8,
-            line: 64,
+            geometry: L1I,
             source: "default",
             huge_pages: None,
         },
@@ -157,11 +145,9 @@ pub fn probe() -> Vec<Model> {
         (&mut l2_huge, tlb2_huge),
         (&mut icache, sysfs_icache()),
     ] {
-        if let Some((entries_or_bytes, ways, line)) = probed {
+        if let Some(geometry) = probed {
             let candidate = Model {
-                bytes: entries_or_bytes,
-                ways,
-                line,
+                geometry,
                 source: "cpu",
                 ..model.clone()
             };
@@ -173,8 +159,8 @@ pub fn probe() -> Vec<Model> {
     vec![l1, l2, l1_huge, l2_huge, icache]
 }
 
-/// The L1 instruction cache as the kernel describes it: (bytes, ways, line).
-fn sysfs_icache() -> Option<(u64, u64, u64)> {
+/// The L1 instruction cache as the kernel describes it.
+fn sysfs_icache() -> Option<Geometry> {
     for index in 0..8 {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
         let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
@@ -188,19 +174,16 @@ fn sysfs_icache() -> Option<(u64, u64, u64)> {
         };
         let ways = read("ways_of_associativity")?.trim().parse().ok()?;
         let line = read("coherency_line_size")?.trim().parse().ok()?;
-        return Some((bytes, ways, line));
+        return Some(Geometry { bytes, ways, line });
     }
     None
 }
 
-type Geometry = Option<(u64, u64, u64)>;
-
-/// The instruction TLBs from AMD's CPUID leaves 0x80000005 and 0x80000006 as (bytes covered,
-/// ways, page): L1 and L2 for 4 KiB pages (register EBX), then for 2 MiB pages (EAX, the same
+/// The instruction TLBs from AMD's CPUID leaves 0x80000005 and 0x80000006: L1 and L2 for 4 KiB pages (register EBX), then for 2 MiB pages (EAX, the same
 /// layout). Intel describes its TLBs in leaf 0x18 in a form cachegrind cannot always model;
 /// there the defaults stand.
 #[cfg(target_arch = "x86_64")]
-fn amd_itlbs() -> [Geometry; 4] {
+fn amd_itlbs() -> [Option<Geometry>; 4] {
     use std::arch::x86_64::__cpuid;
     // SAFETY: CPUID exists on every x86-64 CPU (the intrinsic is safe from Rust 1.87 on; our
     // minimum is older, hence the block and the allow).
@@ -220,13 +203,13 @@ fn amd_itlbs() -> [Geometry; 4] {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn amd_itlbs() -> [Geometry; 4] {
+fn amd_itlbs() -> [Option<Geometry>; 4] {
     [None; 4]
 }
 
 /// The L1 and L2 iTLBs for one page size from the registers of leaves 0x80000005 and
 /// 0x80000006 that describe it.
-fn amd_itlb_pair(l1: u32, l2: u32, page: u64) -> [Geometry; 2] {
+fn amd_itlb_pair(l1: u32, l2: u32, page: u64) -> [Option<Geometry>; 2] {
     let l1_entries = u64::from(l1 & 0xff);
     // 0xff is fully associative.
     let l1_ways = match (l1 >> 8) & 0xff {
@@ -239,8 +222,11 @@ fn amd_itlb_pair(l1: u32, l2: u32, page: u64) -> [Geometry; 2] {
         code => l2_ways_of(code),
     };
     let tlb = |entries: u64, ways: Option<u64>| {
-        ways.filter(|_| entries > 0)
-            .map(|ways| (entries * page, ways, page))
+        ways.filter(|_| entries > 0).map(|ways| Geometry {
+            bytes: entries * page,
+            ways,
+            line: page,
+        })
     };
     [tlb(l1_entries, Some(l1_ways)), tlb(l2_entries, l2_ways)]
 }
@@ -290,7 +276,7 @@ mod tests {
     #[test]
     fn a_geometry_cachegrind_refuses_is_not_used() {
         let mut odd = default_models()[1].clone();
-        odd.bytes = 3072 * PAGE; // 3072 entries, 8-way: 384 sets
+        odd.geometry.bytes = 3072 * PAGE; // 3072 entries, 8-way: 384 sets
         assert!(!odd.valid());
         assert!(default_models().iter().all(Model::valid));
     }
@@ -322,7 +308,7 @@ mod tests {
         for h in huge {
             let beside = models.iter().find(|m| m.key == h.beside).unwrap();
             assert!(
-                beside.huge_pages.is_none() && beside.line == PAGE,
+                beside.huge_pages.is_none() && beside.geometry.line == PAGE,
                 "{beside:?}"
             );
         }
@@ -335,15 +321,30 @@ mod tests {
         assert_eq!(
             amd_itlb_pair(0xff48_ff40, 0x5c00_2200, HUGE_PAGE),
             [
-                Some((64 * HUGE_PAGE, 64, HUGE_PAGE)),
-                Some((512 * HUGE_PAGE, 2, HUGE_PAGE))
+                Some(L1_ITLB_HUGE),
+                Some(Geometry {
+                    ways: 2,
+                    ..L2_ITLB_HUGE
+                })
             ]
         );
         assert_eq!(
             amd_itlb_pair(0xff48_ff40, 0x6c00_4200, PAGE),
-            [Some((64 * PAGE, 64, PAGE)), Some((512 * PAGE, 4, PAGE))]
+            [Some(L1_ITLB), Some(Geometry { ways: 4, ..L2_ITLB })]
         );
         assert_eq!(amd_itlb_pair(0, 0, PAGE), [None, None]);
+    }
+
+    #[test]
+    fn a_model_s_json_names_its_geometry_beside_its_key() {
+        let json = serde_json::to_value(&default_models()[4]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "key": "icache", "label": "L1i", "bytes": 32768, "ways": 8, "line": 64,
+                "source": "default"
+            })
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Tests of the knobs and the shell lines their settings make.
 
+use super::service::numa_text;
+use super::system::THP_ENABLED_FILE;
 use super::*;
 
 #[test]
@@ -27,7 +29,7 @@ fn settings_become_one_shell_line() {
 
 #[test]
 fn a_restore_file_may_name_only_the_files_knobs_write() {
-    assert!(may_write(Path::new(THP_ENABLED)));
+    assert!(may_write(Path::new(THP_ENABLED_FILE)));
     assert!(may_write(Path::new(
         "/sys/devices/system/cpu/cpufreq/policy12/scaling_governor"
     )));
@@ -49,7 +51,7 @@ fn a_server_pinned_by_ab_has_no_cpus_knob() {
         pinned_server: true,
         ..Given::default()
     };
-    let cpus = knob("cpus", &given).unwrap();
+    let cpus = named("cpus").unwrap().probe(&given);
     assert!(cpus
         .unavailable
         .unwrap()
@@ -58,7 +60,7 @@ fn a_server_pinned_by_ab_has_no_cpus_knob() {
         cpus: &[0, 1],
         ..Given::default()
     };
-    assert!(knob("cpus", &given).unwrap().unavailable.is_none());
+    assert!(named("cpus").unwrap().probe(&given).unavailable.is_none());
 }
 
 #[test]
@@ -70,7 +72,7 @@ fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
         binary: None,
         pinned_server: false,
     };
-    let layouts = knob("layout", &given).unwrap();
+    let layouts = named("layout").unwrap().probe(&given);
     assert_eq!(layouts.alternatives[0].label, "c3");
     let cpu = setting(
         "cpu",
@@ -82,8 +84,9 @@ fn a_layout_replaces_the_command_and_keeps_the_other_settings() {
         command_line("./srv --port 1", &[&layouts.alternatives[0], &cpu]).1,
         "taskset -c 0 sh -c './build-c3/srv --port 1'"
     );
-    assert!(knob("layout", &Given::default())
+    assert!(named("layout")
         .unwrap()
+        .probe(&Given::default())
         .unavailable
         .is_some());
     for bad in ["c3", "=./srv", "a b=./srv", "c3=", "c3=  "] {
@@ -105,4 +108,29 @@ fn the_text_page_cache_is_placed_before_each_run() {
         .unavailable
         .is_some());
     assert!(numa_text("numa-text", 2, None).unavailable.is_some());
+}
+
+#[test]
+fn the_table_names_each_knob_once_and_the_restore_file_allows_every_file_a_knob_writes() {
+    let all: Vec<&str> = KNOBS.iter().map(|k| k.name).collect();
+    let mut unique = all.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), all.len(), "{all:?}");
+    let layouts = ["c3=./srv".parse::<Layout>().unwrap()];
+    let given = Given {
+        cpus: &[0, 1],
+        layouts: &layouts,
+        binary: Some(Path::new("/bin/sh")),
+        pinned_server: false,
+    };
+    for name in all {
+        let knob = named(name).unwrap().probe(&given);
+        assert_eq!(knob.name, name);
+        let settings = std::iter::once(&knob.current).chain(&knob.alternatives);
+        for file in files(settings) {
+            assert!(may_write(&file), "{name} writes {}", file.display());
+        }
+    }
+    assert!(named("no-such-knob").is_none());
 }
