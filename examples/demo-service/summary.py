@@ -84,7 +84,8 @@ def main():
         print("  " + line)
     sim = load(build / "sim-bfd.json")
     if sim:
-        print("\n== simulated (cachegrind: exact instructions, misses per million instructions), bfd")
+        print("\n== simulated (cachegrind: exact instructions, misses per million instructions), "
+              "bfd; B with the runtime, whose huge pages the 2 MiB-page rows model")
         rows = [[r["label"], f"{r['a']['median']:,.0f}", f"{r['b']['median']:,.0f}",
                  f"{r['ratio']['median']:.3f}" if r.get("ratio") else "-",
                  r["verdict"].replace("b-", "B ").replace("-", " ")] for r in sim["rows"]]
