@@ -1,5 +1,6 @@
 //! `hottext pipeline`: the scheduled refresh (`run`) and its schedule (`install`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,7 +11,7 @@ use hottext::pipeline::schedule::{self, Job};
 use hottext::pipeline::{run as run_pipeline, Progress, Report, RunOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output;
+use crate::output::{self, Mode};
 
 /// Refresh a service's profile without anyone maintaining it by hand
 ///
@@ -147,6 +148,7 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--lock-wait must be zero or more seconds");
     }
     let config = Config::read(&args.config)?;
+    let mode = Mode::from_json_flag(args.json);
     output::parameters(
         "pipeline",
         &serde_json::json!({
@@ -174,20 +176,10 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     if args.upload_only {
         let report = fleet::upload(&config, opts.cancel, &mut progress_display())?;
-        if args.json {
-            output::json(&report)?;
-        } else {
-            print_upload(&report);
-        }
-        return gate_status(report.passed, &report.gate);
+        return output::emit(&report, mode);
     }
     let report = run_pipeline(&config, &opts, &mut progress_display())?;
-    if args.json {
-        output::json(&report)?;
-    } else {
-        print_report(&report);
-    }
-    gate_status(report.passed, &report.gate)
+    output::emit(&report, mode)
 }
 
 fn gate_status(passed: bool, gate: &[hottext::pipeline::gate::Check]) -> anyhow::Result<ExitCode> {
@@ -202,64 +194,96 @@ fn gate_status(passed: bool, gate: &[hottext::pipeline::gate::Check]) -> anyhow:
 }
 
 /// An upload-only run's result, on stdout.
-fn print_upload(r: &UploadReport) {
-    for c in &r.gate {
-        println!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
+impl output::Report for UploadReport {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let r = self;
+        for c in &r.gate {
+            writeln!(
+                out,
+                "  {} {}",
+                if c.passed { "ok  " } else { "FAIL" },
+                c.detail
+            )?;
+        }
+        match (&r.object, &r.entry) {
+            (Some(object), Some(entry)) => writeln!(
+                out,
+                "uploaded {object} ({} samples, {} .. {}) as {entry}",
+                r.samples, r.window_start, r.window_end
+            )?,
+            _ => writeln!(out, "the gate failed: nothing was uploaded")?,
+        }
+        Ok(())
     }
-    match (&r.object, &r.entry) {
-        (Some(object), Some(entry)) => println!(
-            "uploaded {object} ({} samples, {} .. {}) as {entry}",
-            r.samples, r.window_start, r.window_end
-        ),
-        _ => println!("the gate failed: nothing was uploaded"),
+
+    fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        gate_status(self.passed, &self.gate)
     }
 }
 
 /// The run's result: on stdout, as nothing else is there.
-fn print_report(r: &Report) {
-    for u in r.uploads.iter().flatten() {
-        let what = if u.merged {
-            format!("merged, weight {:.3}", u.weight)
+impl output::Report for Report {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let r = self;
+        for u in r.uploads.iter().flatten() {
+            let what = if u.merged {
+                format!("merged, weight {:.3}", u.weight)
+            } else {
+                format!("REFUSED: {}", u.note.as_deref().unwrap_or("?"))
+            };
+            writeln!(
+                out,
+                "  upload {} ({:.1} days old, {} samples, {:.1}% matched): {what}",
+                if u.host.is_empty() { &u.entry } else { &u.host },
+                u.age_days,
+                u.samples,
+                100.0 * u.matched_fraction
+            )?;
+        }
+        if let Some(message) = &r.message {
+            for line in message.lines() {
+                writeln!(out, "  {line}")?;
+            }
         } else {
-            format!("REFUSED: {}", u.note.as_deref().unwrap_or("?"))
-        };
-        println!(
-            "  upload {} ({:.1} days old, {} samples, {:.1}% matched): {what}",
-            if u.host.is_empty() { &u.entry } else { &u.host },
-            u.age_days,
-            u.samples,
-            100.0 * u.matched_fraction
-        );
-    }
-    if let Some(message) = &r.message {
-        for line in message.lines() {
-            println!("  {line}");
-        }
-    } else {
-        for c in &r.gate {
-            println!("  {} {}", if c.passed { "ok  " } else { "FAIL" }, c.detail);
-        }
-    }
-    match (&r.commit, r.passed) {
-        (Some(c), _) => {
-            println!(
-                "committed {} on {} ({} -> {})",
-                &c[..c.len().min(12)],
-                r.branch,
-                r.meta.display(),
-                r.object.as_deref().unwrap_or("?")
-            );
-            if let Some(remote) = &r.pushed_to {
-                println!("pushed {} to {remote}", r.branch);
+            for c in &r.gate {
+                writeln!(
+                    out,
+                    "  {} {}",
+                    if c.passed { "ok  " } else { "FAIL" },
+                    c.detail
+                )?;
             }
         }
-        (None, true) => println!(
-            "{} already names this profile: nothing to commit",
-            r.meta.display()
-        ),
-        (None, false) => println!(
+        match (&r.commit, r.passed) {
+            (Some(c), _) => {
+                writeln!(
+                    out,
+                    "committed {} on {} ({} -> {})",
+                    &c[..c.len().min(12)],
+                    r.branch,
+                    r.meta.display(),
+                    r.object.as_deref().unwrap_or("?")
+                )?;
+                if let Some(remote) = &r.pushed_to {
+                    writeln!(out, "pushed {} to {remote}", r.branch)?;
+                }
+            }
+            (None, true) => writeln!(
+                out,
+                "{} already names this profile: nothing to commit",
+                r.meta.display()
+            )?,
+            (None, false) => writeln!(
+out,
+
             "the gate failed: nothing was stored or committed; the previous profile stays in use"
-        ),
+        )?,
+        }
+        Ok(())
+    }
+
+    fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        gate_status(self.passed, &self.gate)
     }
 }
 

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::pid_arg;
-use crate::output;
+use crate::output::{self, Mode, Stream};
 
 /// How often to check on perf and redraw the progress line.
 const TICK: Duration = Duration::from_millis(100);
@@ -174,28 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }),
     );
 
-    // perf runs in a process group of its own: Ctrl-C, SIGTERM and SIGHUP reach hottext,
-    // which stops perf as the duration would; perf writes its file and the report follows.
-    let interrupted = cancel::on_interrupt();
-    let mut session = Session::start(&plan)?;
-    let bar = progress_bar(duration);
-    let outcome = loop {
-        if let Some(outcome) = session.poll()? {
-            break outcome;
-        }
-        if plan.stop_after().is_some_and(|d| session.elapsed() >= d)
-            || interrupted.load(Ordering::SeqCst)
-        {
-            session.stop();
-        }
-        bar.set_position(session.elapsed().as_millis() as u64);
-        bar.set_message(format!(
-            "{} written",
-            output::bytes(session.bytes_written())
-        ));
-        std::thread::sleep(TICK);
-    };
-    bar.finish_and_clear();
+    let outcome = record(&plan, duration)?;
 
     if let Some(e) = &outcome.restore_error {
         output::warn(format!(
@@ -220,12 +199,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         perf_cpu_fraction: outcome.perf_cpu_seconds / outcome.wall_seconds.max(1e-9),
         outcome: &outcome,
     };
-    if args.json {
-        output::json(&summary)?;
-    } else {
-        print_summary(&summary)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    output::emit(&summary, Mode::from_json_flag(args.json))
+}
+
+/// Runs perf as planned until it ends, the duration is up or the user interrupts, with a
+/// progress bar of the time and the bytes written.
+fn record(plan: &Plan, duration: Option<Duration>) -> anyhow::Result<Outcome> {
+    // perf runs in a process group of its own: Ctrl-C, SIGTERM and SIGHUP reach hottext,
+    // which stops perf as the duration would; perf writes its file and the report follows.
+    let interrupted = cancel::on_interrupt();
+    let mut session = Session::start(plan)?;
+    let bar = progress_bar(duration);
+    let outcome = loop {
+        if let Some(outcome) = session.poll()? {
+            break outcome;
+        }
+        if plan.stop_after().is_some_and(|d| session.elapsed() >= d)
+            || interrupted.load(Ordering::SeqCst)
+        {
+            session.stop();
+        }
+        bar.set_position(session.elapsed().as_millis() as u64);
+        bar.set_message(format!(
+            "{} written",
+            output::bytes(session.bytes_written())
+        ));
+        std::thread::sleep(TICK);
+    };
+    bar.finish_and_clear();
+    Ok(outcome)
 }
 
 /// The executable of the target: the process's, or the command's (found on PATH as the shell
@@ -283,32 +285,37 @@ fn progress_bar(duration: Option<Duration>) -> ProgressBar {
     bar
 }
 
-fn print_summary(s: &Summary) -> anyhow::Result<()> {
-    let o = s.outcome;
-    let mut err = std::io::stderr().lock();
-    let samples = o.samples.map_or("?".to_string(), |n| n.to_string());
-    writeln!(
-        err,
-        "hottext: wrote {} ({}, {samples} samples) in {:.1} s",
-        s.output.display(),
-        output::bytes(o.bytes),
-        o.wall_seconds
-    )?;
-    writeln!(
-        err,
-        "  mode              {} sampling, {} on {}",
-        s.sampling, s.event, s.scope
-    )?;
-    writeln!(
-        err,
+impl output::Report for Summary<'_> {
+    /// Stderr: a recorded command keeps stdout.
+    const STREAM: Stream = Stream::Stderr;
+
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let s = self;
+        let o = s.outcome;
+        let samples = o.samples.map_or("?".to_string(), |n| n.to_string());
+        writeln!(
+            out,
+            "hottext: wrote {} ({}, {samples} samples) in {:.1} s",
+            s.output.display(),
+            output::bytes(o.bytes),
+            o.wall_seconds
+        )?;
+        writeln!(
+            out,
+            "  mode              {} sampling, {} on {}",
+            s.sampling, s.event, s.scope
+        )?;
+        writeln!(
+        out,
         "  perf's own cost   {:.1}% of one CPU ({:.2} s CPU); the kernel's sampling work is not included",
         100.0 * s.perf_cpu_fraction,
         o.perf_cpu_seconds
     )?;
-    writeln!(
-        err,
-        "  next              hottext profile {} --binary BIN -o BIN.profile",
-        s.output.display()
-    )?;
-    Ok(())
+        writeln!(
+            out,
+            "  next              hottext profile {} --binary BIN -o BIN.profile",
+            s.output.display()
+        )?;
+        Ok(())
+    }
 }

@@ -14,7 +14,7 @@ use hottext::measure::{perf_stat, stat};
 use hottext::os::cancel;
 use serde::Serialize;
 
-use crate::output;
+use crate::output::{self, number, with_unit, Mode, Stream};
 
 /// Count a command's instructions, cycles, iTLB walks and L1i misses, and its time
 ///
@@ -97,6 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // perf and the command run in a process group of their own: Ctrl-C (or SIGTERM, SIGHUP)
     // reaches hottext, which passes SIGINT on; perf then writes what it counted, and we show it.
     let interrupted = cancel::on_interrupt();
+    let mode = Mode::from_json_flag(args.json);
     if args.simulate {
         // The simulator runs a shell line; the words are quoted back into one.
         let words: Vec<&str> = args
@@ -106,28 +107,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect::<Option<_>>()
             .context("--simulate runs a shell line: a word of the command is not UTF-8")?;
         let command = hottext::os::shell::join(words.iter().copied());
-        return super::simulate::run_stat(
-            &command,
-            args.baseline.as_deref(),
-            args.json,
-            interrupted,
-        );
+        return super::simulate::run_stat(&command, args.baseline.as_deref(), mode, interrupted);
     }
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
     if interrupted.load(Ordering::SeqCst) {
         bail!("interrupted");
     }
     output::parameters("stat", &event_parameters(&plan));
-    let stdout = if args.json {
-        let fd = std::io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .context("cannot pass the command's stdout to stderr")?;
-        Stdio::from(fd)
-    } else {
-        Stdio::inherit()
-    };
-    let run = stat(&plan, &args.command, stdout, interrupted).context("cannot count")?;
+    let run =
+        stat(&plan, &args.command, command_stdout(mode)?, interrupted).context("cannot count")?;
 
     let figures: Vec<Figure> = Counter::SOFTWARE
         .iter()
@@ -172,22 +160,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         readings: &run.readings,
         interrupted: interrupted.load(Ordering::SeqCst),
     };
-    if args.json {
-        output::json(&report)?;
-    } else {
-        print_report(&report)?;
+    output::emit(&report, mode)
+}
+
+/// The measured command's stdout: the terminal's, or stderr under --json, so that the JSON
+/// document stays alone on stdout.
+fn command_stdout(mode: Mode) -> anyhow::Result<Stdio> {
+    match mode {
+        Mode::Human => Ok(Stdio::inherit()),
+        Mode::Json => {
+            let fd = std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot pass the command's stdout to stderr")?;
+            Ok(Stdio::from(fd))
+        }
     }
-    if report.interrupted {
-        bail!("interrupted");
-    }
-    if run.exit_code == Some(0) {
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.json {
-        // The human report, which says so, is not printed: exit status 1 comes with its reason.
-        eprintln!("hottext: stat: the command {}", how_it_ended(run.exit_code));
-    }
-    Ok(ExitCode::from(1))
 }
 
 /// "exited 0", "FAILED with exit status 3", or "was ended by a signal".
@@ -199,52 +187,75 @@ fn how_it_ended(exit_code: Option<i32>) -> String {
     }
 }
 
-fn print_report(r: &Report) -> anyhow::Result<()> {
-    let mut err = std::io::stderr().lock();
-    let status = how_it_ended(r.exit_code);
-    writeln!(
-        err,
-        "\nhottext stat: {} {status}",
-        output_command(&r.command)
-    )?;
-    for f in r.figures.iter().chain(&r.derived) {
-        let label = with_unit(f.label, f.unit);
-        match (f.value, f.event) {
-            (Some(v), Some(e)) => writeln!(err, "  {label:<28} {:>16}   {e}", number(v))?,
-            (Some(v), None) => writeln!(err, "  {label:<28} {:>16}", number(v))?,
-            (None, Some(e)) => writeln!(err, "  {label:<28} {:>16}   {e}", "not counted")?,
-            (None, None) if r.hardware_pmu => {
-                writeln!(err, "  {label:<28} {:>16}", "not on this CPU")?
-            }
-            (None, None) => {}
-        }
-    }
-    if !r.hardware_pmu {
+impl output::Report for Report<'_> {
+    /// Stderr: stdout is the measured command's.
+    const STREAM: Stream = Stream::Stderr;
+
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let r = self;
+        let status = how_it_ended(r.exit_code);
         writeln!(
-            err,
+            out,
+            "\nhottext stat: {} {status}",
+            output_command(&r.command)
+        )?;
+        for f in r.figures.iter().chain(&r.derived) {
+            let label = with_unit(f.label, f.unit);
+            match (f.value, f.event) {
+                (Some(v), Some(e)) => writeln!(out, "  {label:<28} {:>16}   {e}", number(v))?,
+                (Some(v), None) => writeln!(out, "  {label:<28} {:>16}", number(v))?,
+                (None, Some(e)) => writeln!(out, "  {label:<28} {:>16}   {e}", "not counted")?,
+                (None, None) if r.hardware_pmu => {
+                    writeln!(out, "  {label:<28} {:>16}", "not on this CPU")?
+                }
+                (None, None) => {}
+            }
+        }
+        if !r.hardware_pmu {
+            writeln!(
+            out,
             "hottext: no hardware PMU: instructions/cycles/iTLB not available (usual in a VM); \
              only software events were counted"
         )?;
-    }
-    if !r.events.missing.is_empty() {
-        writeln!(err, "hottext: events this {} CPU lacks:", r.vendor)?;
-        for m in &r.events.missing {
-            let tried: Vec<String> = m
-                .tried
-                .iter()
-                .map(|t| format!("{} {}", t.event, t.probe.describe()))
-                .collect();
-            writeln!(err, "  {:<18} {}", m.counter.label(), tried.join("; "))?;
         }
+        if !r.events.missing.is_empty() {
+            writeln!(out, "hottext: events this {} CPU lacks:", r.vendor)?;
+            for m in &r.events.missing {
+                let tried: Vec<String> = m
+                    .tried
+                    .iter()
+                    .map(|t| format!("{} {}", t.event, t.probe.describe()))
+                    .collect();
+                writeln!(out, "  {:<18} {}", m.counter.label(), tried.join("; "))?;
+            }
+        }
+        for m in &r.counts.multiplexed {
+            output::warn(format!(
+                "{} was multiplexed: counted {:.1} % of the time, value scaled up",
+                m.event,
+                100.0 * m.enabled_fraction
+            ));
+        }
+        Ok(())
     }
-    for m in &r.counts.multiplexed {
-        output::warn(format!(
-            "{} was multiplexed: counted {:.1} % of the time, value scaled up",
-            m.event,
-            100.0 * m.enabled_fraction
-        ));
+
+    /// Exit status 1 when the command failed; under --json the human report, which says so,
+    /// is not printed, so the reason goes to stderr.
+    fn finish(&self, mode: Mode) -> anyhow::Result<ExitCode> {
+        if self.interrupted {
+            bail!("interrupted");
+        }
+        if self.exit_code == Some(0) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if mode == Mode::Json {
+            eprintln!(
+                "hottext: stat: the command {}",
+                how_it_ended(self.exit_code)
+            );
+        }
+        Ok(ExitCode::from(1))
     }
-    Ok(())
 }
 
 /// The perf event that counts each figure, for `--verbose` (stat and ab count the same ones).
@@ -271,59 +282,4 @@ fn output_command(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// "label (unit)", or "label /k instr" for a per-instruction rate.
-pub fn with_unit(label: &str, unit: &str) -> String {
-    match unit {
-        "" => label.to_string(),
-        u if u.starts_with('/') => format!("{label} {u}"),
-        u => format!("{label} ({u})"),
-    }
-}
-
-/// A figure for people: big counts with thousands separators, small ones with up to 3–4
-/// decimals and no trailing zeros (the median of two counts, 29.5, is not "29.500").
-pub fn number(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e4 {
-        let digits = format!("{:.0}", a);
-        let mut grouped = String::new();
-        for (i, ch) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                grouped.push(',');
-            }
-            grouped.push(ch);
-        }
-        format!("{}{grouped}", if v < 0.0 { "-" } else { "" })
-    } else if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        let text = if a >= 1.0 {
-            format!("{v:.3}")
-        } else {
-            format!("{v:.4}")
-        };
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_for_people() {
-        assert_eq!(number(7316442110.0), "7,316,442,110");
-        assert_eq!(number(12345.4), "12,345");
-        assert_eq!(number(165.0), "165");
-        assert_eq!(number(165.25), "165.2");
-        assert_eq!(number(1.38), "1.38");
-        assert_eq!(number(29.5), "29.5");
-        assert_eq!(number(0.5), "0.5");
-        assert_eq!(number(0.05234), "0.0523");
-        assert_eq!(number(0.0), "0");
-    }
 }

@@ -1,5 +1,6 @@
 //! `hottext tune`: the best knob settings for a service, by A/B test.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use hottext::tune::knobs::{self, may_write, Given, KnobSpec, Layout, KNOBS};
 use hottext::tune::restore::{Lock, Restore, DEFAULT_STATE_DIR};
 use hottext::tune::{tune, Plan, Report};
 
-use crate::output;
+use crate::output::{self, Mode};
 
 /// Find the knob settings that make a service faster, by A/B test (the soft-SKU way)
 ///
@@ -138,6 +139,91 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let plan = plan(&args)?;
+    let events = EventPlan::probe().context("cannot probe perf's events")?;
+    let interrupted = cancel::on_interrupt();
+    let report = tune(
+        &plan,
+        lock.as_ref(),
+        recovered,
+        &events,
+        interrupted,
+        &mut |what| {
+            eprintln!("hottext: tune: {what}");
+        },
+    )?;
+    output::emit(&report, Mode::from_json_flag(args.json))
+}
+
+impl output::Report for Report {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let r = self;
+        for (path, value) in &r.recovered {
+            writeln!(
+                out,
+                "put back {} = {value} (left changed by a run that crashed)",
+                path.display()
+            )?;
+        }
+        writeln!(
+            out,
+            "{:<12} {:<44} {:>24} {:>5}  verdict",
+            "knob",
+            "setting",
+            format!("B/A of {}", r.metric),
+            "runs"
+        )?;
+        let rows = r.trials.iter().chain(&r.confirmation);
+        for t in rows {
+            let ratio = t.ratio.map_or("-".into(), |(m, lo, hi)| {
+                format!("{m:.3} [{lo:.3}, {hi:.3}]")
+            });
+            writeln!(
+                out,
+                "{:<12} {:<44} {:>24} {:>5}  {} ({})",
+                t.knob,
+                t.setting,
+                ratio,
+                t.runs,
+                verdict_words(t.verdict),
+                t.stopped
+            )?;
+        }
+        for (knob, why) in &r.unavailable {
+            writeln!(out, "{knob:<12} {why}")?;
+        }
+        for path in &r.recovered_gone {
+            writeln!(
+                out,
+                "{} was left changed by a run that crashed and is gone now: nothing to put back",
+                path.display()
+            )?;
+        }
+        match &r.confirmation {
+            _ if !r.apply.is_empty() => {}
+            None => writeln!(
+                out,
+                "no setting beat the current one: keep the configuration as it is"
+            )?,
+            Some(c) => writeln!(
+                out,
+                "the winners together were not confirmed better ({}): keep the configuration as it is, or tune the winning knobs again one by one",
+                verdict_words(c.verdict)
+            )?,
+        }
+        if !r.apply.is_empty() {
+            writeln!(out, "to apply:")?;
+            for line in &r.apply {
+                writeln!(out, "  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The trials' plan from the options, each checked: the knobs as probed on this machine, the
+/// A/B settings of a trial, the budget.
+fn plan(args: &Args) -> anyhow::Result<Plan> {
     if !(args.budget > 0.0 && args.budget <= 60.0 * 24.0 * 365.0) {
         bail!(
             "--budget {}: give minutes, more than 0 and at most a year",
@@ -200,7 +286,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => bail!("give --command CMD, or --server CMD --ready CMD --load CMD"),
     };
-    let plan = Plan {
+    Ok(Plan {
         ab: Config {
             a: String::new(),
             b: String::new(),
@@ -218,79 +304,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         min_effect: args.min_effect,
         budget: output::seconds("--budget", args.budget * 60.0)?,
         state_dir: args.state_dir.clone(),
-    };
-    let events = EventPlan::probe().context("cannot probe perf's events")?;
-    let interrupted = cancel::on_interrupt();
-    let report = tune(
-        &plan,
-        lock.as_ref(),
-        recovered,
-        &events,
-        interrupted,
-        &mut |what| {
-            eprintln!("hottext: tune: {what}");
-        },
-    )?;
-    if args.json {
-        output::json(&report)?;
-    } else {
-        print(&report);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn print(r: &Report) {
-    for (path, value) in &r.recovered {
-        println!(
-            "put back {} = {value} (left changed by a run that crashed)",
-            path.display()
-        );
-    }
-    println!(
-        "{:<12} {:<44} {:>24} {:>5}  verdict",
-        "knob",
-        "setting",
-        format!("B/A of {}", r.metric),
-        "runs"
-    );
-    let rows = r.trials.iter().chain(&r.confirmation);
-    for t in rows {
-        let ratio = t.ratio.map_or("-".into(), |(m, lo, hi)| {
-            format!("{m:.3} [{lo:.3}, {hi:.3}]")
-        });
-        println!(
-            "{:<12} {:<44} {:>24} {:>5}  {} ({})",
-            t.knob,
-            t.setting,
-            ratio,
-            t.runs,
-            verdict_words(t.verdict),
-            t.stopped
-        );
-    }
-    for (knob, why) in &r.unavailable {
-        println!("{knob:<12} {why}");
-    }
-    for path in &r.recovered_gone {
-        println!(
-            "{} was left changed by a run that crashed and is gone now: nothing to put back",
-            path.display()
-        );
-    }
-    match &r.confirmation {
-        _ if !r.apply.is_empty() => {}
-        None => println!("no setting beat the current one: keep the configuration as it is"),
-        Some(c) => println!(
-            "the winners together were not confirmed better ({}): keep the configuration as it is, or tune the winning knobs again one by one",
-            verdict_words(c.verdict)
-        ),
-    }
-    if !r.apply.is_empty() {
-        println!("to apply:");
-        for line in &r.apply {
-            println!("  {line}");
-        }
-    }
+    })
 }
 
 /// `b-better` → `b better`.

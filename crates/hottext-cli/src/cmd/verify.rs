@@ -1,5 +1,6 @@
 //! `hottext verify`: is the hot text in place, in a binary or in a running process.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -7,10 +8,11 @@ use anyhow::Context;
 use hottext::binary::Binary;
 use hottext::link::{read_plan, read_ranges};
 use hottext::os::proc::Pid;
-use hottext::verify::{check_binary, check_process};
+use hottext::verify::{check_binary, check_process, HotTextReport, ProcessReport};
+use serde::Serialize;
 
 use super::pid_arg;
-use crate::output;
+use crate::output::{self, Mode};
 
 /// Check that a binary holds a 2 MiB-aligned hot range, or that a process has it on huge pages
 ///
@@ -64,14 +66,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mode = Mode::from_json_flag(args.json);
     match (&args.binary, args.pid) {
-        (Some(path), _) => verify_binary(path, args.planned.as_deref(), args.json),
-        (None, Some(pid)) => verify_process(pid, args.ranges.as_deref(), args.json),
+        (Some(path), _) => verify_binary(path, args.planned.as_deref(), mode),
+        (None, Some(pid)) => verify_process(pid, args.ranges.as_deref(), mode),
         (None, None) => anyhow::bail!("give --binary BIN or --pid PID"),
     }
 }
 
-fn verify_binary(path: &Path, planned: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+fn verify_binary(path: &Path, planned: Option<&Path>, mode: Mode) -> anyhow::Result<ExitCode> {
     let plan = planned
         .map(|file| {
             let text = std::fs::read_to_string(file)
@@ -85,60 +88,87 @@ fn verify_binary(path: &Path, planned: Option<&Path>, json: bool) -> anyhow::Res
         })
         .transpose()?;
     let binary = Binary::open(path).context("cannot verify")?;
-    let report = check_binary(&binary, plan.as_ref());
-    if json {
-        output::json(&report)?;
-    } else if let (Some(start), Some(end)) = (report.start, report.end) {
-        println!("binary      {}", report.binary);
-        println!(
+    let report = BinaryChecked {
+        report: check_binary(&binary, plan.as_ref()),
+        links_runtime: binary.links_runtime,
+    };
+    output::emit(&report, mode)
+}
+
+/// A binary's report, with whether it links the runtime, which its human form says; the JSON
+/// document is the report alone.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct BinaryChecked {
+    report: HotTextReport,
+    #[serde(skip)]
+    links_runtime: bool,
+}
+
+impl output::Report for BinaryChecked {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let report = &self.report;
+        let (Some(start), Some(end)) = (report.start, report.end) else {
+            return passed(out, report.passed());
+        };
+        writeln!(out, "binary      {}", report.binary)?;
+        writeln!(
+            out,
             "range       [{start:#x}, {end:#x})  {}",
             output::bytes(report.size)
-        );
+        )?;
         let aligned = if report.start_aligned_2m {
             "yes, start on a 2 MiB boundary"
         } else {
             "NO"
         };
-        println!("aligned     {aligned}");
+        writeln!(out, "aligned     {aligned}")?;
         let mapping = if report.file_offset_aligned_2m {
             "file offset 2 MiB aligned: the runtime can map the file itself on huge pages"
         } else {
             "file offset not 2 MiB aligned: the runtime will copy to anonymous huge pages"
         };
-        println!("file        {mapping}");
-        println!(
+        writeln!(out, "file        {mapping}")?;
+        writeln!(
+            out,
             "hot text    {} functions, {} of code",
             report.hot.functions,
             output::bytes(report.hot.bytes)
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "2 MiB pages {} ({} the runtime can map; {} of padding after the last function)",
             report.huge_pages,
             report.mappable_huge_pages,
             output::bytes(report.end_padding)
-        );
-        let runtime = if binary.links_runtime {
+        )?;
+        let runtime = if self.links_runtime {
             "linked (hottext_hugify_self is in the binary)"
         } else {
             "not linked: link -lhottext_auto, or start it with LD_PRELOAD=libhottext_preload.so"
         };
-        println!("runtime     {runtime}");
+        writeln!(out, "runtime     {runtime}")?;
         if let Some(plan) = &report.plan {
-            println!(
+            writeln!(
+                out,
                 "planned     {} of {} planned functions in the range, {} not planned",
                 plan.placed,
                 plan.planned,
                 plan.unplanned.len()
-            );
+            )?;
         }
+        passed(out, report.passed())
     }
-    for w in &report.warnings {
-        output::warn(w);
+
+    fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        for w in &self.report.warnings {
+            output::warn(w);
+        }
+        Ok(verdict(self.report.passed(), &self.report.problems))
     }
-    verdict(report.passed(), json, &report.problems)
 }
 
-fn verify_process(pid: Pid, ranges: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+fn verify_process(pid: Pid, ranges: Option<&Path>, mode: Mode) -> anyhow::Result<ExitCode> {
     let ranges = ranges
         .map(|path| {
             let text = std::fs::read_to_string(path)
@@ -147,47 +177,62 @@ fn verify_process(pid: Pid, ranges: Option<&Path>, json: bool) -> anyhow::Result
         })
         .transpose()?;
     let report = check_process(pid, ranges.as_ref()).context("cannot verify")?;
-    if json {
-        output::json(&report)?;
-    } else {
-        println!("process     {pid} ({})", report.executable);
-        let size = report.hot_end.0.saturating_sub(report.hot_start.0);
-        println!(
+    output::emit(&report, mode)
+}
+
+impl output::Report for ProcessReport {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        writeln!(out, "process     {} ({})", self.pid, self.executable)?;
+        let size = self.hot_end.0.saturating_sub(self.hot_start.0);
+        writeln!(
+            out,
             "hot range   [{:#x}, {:#x})  {}",
-            report.hot_start,
-            report.hot_end,
+            self.hot_start,
+            self.hot_end,
             output::bytes(size)
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "huge pages  {} of {} 2 MiB pages",
-            report.huge_pages,
-            report.pages.len()
-        );
-        for p in &report.pages {
+            self.huge_pages,
+            self.pages.len()
+        )?;
+        for p in &self.pages {
             let name = if p.mapping.is_empty() {
                 "[anonymous]"
             } else {
                 p.mapping.as_str()
             };
-            println!(
+            writeln!(
+                out,
                 "  {:#014x}  {:<10} {name}",
                 p.address,
                 serde_json::to_value(p.backing)?.as_str().unwrap_or("?")
-            );
+            )?;
         }
+        passed(out, self.passed())
     }
-    verdict(report.passed(), json, &report.problems)
+
+    fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        Ok(verdict(self.passed(), &self.problems))
+    }
 }
 
-fn verdict(passed: bool, json: bool, problems: &[String]) -> anyhow::Result<ExitCode> {
+/// The human form's last line when every check passed.
+fn passed(out: &mut dyn Write, passed: bool) -> anyhow::Result<()> {
     if passed {
-        if !json {
-            println!("ok");
-        }
-        return Ok(ExitCode::SUCCESS);
+        writeln!(out, "ok")?;
+    }
+    Ok(())
+}
+
+/// Exit status 1, with each problem on stderr, when a check failed.
+fn verdict(passed: bool, problems: &[String]) -> ExitCode {
+    if passed {
+        return ExitCode::SUCCESS;
     }
     for p in problems {
         eprintln!("hottext: verify failed: {p}");
     }
-    Ok(ExitCode::from(1))
+    ExitCode::from(1)
 }

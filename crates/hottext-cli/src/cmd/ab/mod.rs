@@ -15,7 +15,6 @@ use hottext::os::cpus;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::stat::event_parameters;
-use table::print_report;
 
 use crate::output;
 
@@ -196,8 +195,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
+    let mode = output::Mode::from_json_flag(args.json);
     if args.simulate {
-        return super::simulate::run_ab(simulated::config(&args, config)?, args.json, interrupted);
+        return simulated::run(simulated::config(&args, config)?, mode, interrupted);
     }
     let plan = EventPlan::probe().context("cannot probe perf's events")?;
     output::parameters("ab", &parameters(&config, &plan));
@@ -232,18 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(anyhow::Error::new(e).context("A/B run stopped")),
     };
 
-    if args.json {
-        output::json(&report)?;
-    } else {
-        print_report(&report)?;
-    }
-    for w in &report.warnings {
-        output::warn(w);
-    }
-    Ok(expect_same_status(
-        report.outputs_differ(),
-        &report.same_outputs,
-    ))
+    output::emit(&report, mode)
 }
 
 /// Exit status 1, saying what differed, when --expect-same found different outputs (`same`:

@@ -8,7 +8,7 @@ use hottext::profile::{events, Event};
 use serde::Serialize;
 
 use super::{progress_bar, Args};
-use crate::output;
+use crate::output::{self, Mode};
 
 #[derive(Serialize)]
 struct EventList<'a> {
@@ -22,44 +22,48 @@ pub(super) fn list(args: &Args, bytes: u64) -> anyhow::Result<ExitCode> {
     let result = events(&args.perf_data, &mut |done, _| bar.set_position(done));
     bar.finish_and_clear();
     let events = result?;
-    if args.json {
-        output::json(&EventList {
-            perf_data: &args.perf_data,
-            events: &events,
-        })?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let width = events
-        .iter()
-        .map(|e| e.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{:<width$}  {:>9}  {:<32}  used",
-        "event", "samples", "carries"
-    )?;
-    for e in &events {
-        let mut carries = e.carries.describe().to_string();
-        if !e.branch_filter.is_empty() {
-            carries = format!("{carries} ({})", e.branch_filter.join(","));
-        }
-        if let Some(stack) = e.also_stack {
-            carries = format!("{carries} + {}", stack.describe());
-        }
-        let used = match (e.used, e.unreadable) {
-            (true, _) => "yes".to_string(),
-            (false, Some(problem)) => format!("no: its samples {problem}"),
-            (false, None) => "no".to_string(),
-        };
+    let list = EventList {
+        perf_data: &args.perf_data,
+        events: &events,
+    };
+    output::emit(&list, Mode::from_json_flag(args.json))
+}
+
+/// The list on stdout: it is what was asked for (no profile is written).
+impl output::Report for EventList<'_> {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let events = self.events;
+        let width = events
+            .iter()
+            .map(|e| e.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(5);
         writeln!(
             out,
-            "{:<width$}  {:>9}  {carries:<32}  {used}",
-            output::printable(&e.name),
-            e.samples
+            "{:<width$}  {:>9}  {:<32}  used",
+            "event", "samples", "carries"
         )?;
+        for e in events {
+            let mut carries = e.carries.describe().to_string();
+            if !e.branch_filter.is_empty() {
+                carries = format!("{carries} ({})", e.branch_filter.join(","));
+            }
+            if let Some(stack) = e.also_stack {
+                carries = format!("{carries} + {}", stack.describe());
+            }
+            let used = match (e.used, e.unreadable) {
+                (true, _) => "yes".to_string(),
+                (false, Some(problem)) => format!("no: its samples {problem}"),
+                (false, None) => "no".to_string(),
+            };
+            writeln!(
+                out,
+                "{:<width$}  {:>9}  {carries:<32}  {used}",
+                output::printable(&e.name),
+                e.samples
+            )?;
+        }
+        Ok(())
     }
-    Ok(ExitCode::SUCCESS)
 }

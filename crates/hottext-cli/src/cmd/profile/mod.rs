@@ -1,6 +1,5 @@
 //! `hottext profile`: perf.data in, the binary's call graph out, with what was read.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,13 +12,15 @@ use hottext::profile::{
     read, MatchedBy, Options, ProfileError, SampleKind, Stats, NO_EDGE_WARNING,
 };
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 
 use super::{pid_arg, refuse_outputs_over_inputs, write_output_file};
-use crate::output;
+use crate::output::{self, Mode};
 
 mod events;
+mod summary;
 mod top;
+
+use summary::Summary;
 
 /// Files smaller than this read in well under a second: no progress bar.
 const PROGRESS_FROM_BYTES: u64 = 64 << 20;
@@ -79,23 +80,6 @@ pub struct Args {
     /// Print the figures as JSON on stdout (needs -o for the profile itself).
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Serialize)]
-struct Summary<'a> {
-    perf_data: &'a PathBuf,
-    binary: &'a PathBuf,
-    bytes: u64,
-    read_seconds: f64,
-    functions: usize,
-    edges: usize,
-    /// Share (0 to 1) of the binary's samples at an address no function symbol covers.
-    unresolved_fraction: f64,
-    /// With --top N: the hottest functions (mangled names, as in the profile).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top: Option<Vec<top::TopFunction>>,
-    #[serde(flatten)]
-    stats: &'a Stats,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -159,12 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stats: &stats,
     };
     warn_about(&stats, &graph, binary_path);
-    if args.json {
-        output::json(&summary)?;
-    } else {
-        print_summary(&summary)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    output::emit(&summary, Mode::from_json_flag(args.json))
 }
 
 fn progress_bar(bytes: u64) -> ProgressBar {
@@ -275,134 +254,4 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
         };
         output::warn(format!("no call edge was found: {why}"));
     }
-}
-
-fn print_summary(s: &Summary) -> anyhow::Result<()> {
-    let st = s.stats;
-    let mut err = std::io::stderr().lock();
-    let pct = |n: u64, of: u64| {
-        if of == 0 {
-            0.0
-        } else {
-            100.0 * n as f64 / of as f64
-        }
-    };
-    let bin = s
-        .binary
-        .file_name()
-        .unwrap_or(s.binary.as_os_str())
-        .to_string_lossy();
-    let matched: Vec<&str> = st
-        .matched_by
-        .iter()
-        .map(|m| match m {
-            MatchedBy::BuildId => "build-id",
-            MatchedBy::Path => "path",
-            MatchedBy::NameAndCode => "file name and code",
-            MatchedBy::NameOnly => "file name only",
-            _ => "build-id mismatch, allowed",
-        })
-        .collect();
-    writeln!(
-        err,
-        "hottext: read {} ({}) in {:.2} s",
-        s.perf_data.display(),
-        output::bytes(s.bytes),
-        s.read_seconds
-    )?;
-    writeln!(
-        err,
-        "  event             {}: {} samples over {:.1} s",
-        output::printable(&st.event.to_string()),
-        st.sample_kind,
-        st.seconds
-    )?;
-    writeln!(
-        err,
-        "  samples           {} (every recorded process)",
-        st.samples
-    )?;
-    writeln!(
-        err,
-        "  in {bin:<14} {} ({:.1}%), matched by {}",
-        st.samples_in_binary,
-        pct(st.samples_in_binary, st.samples),
-        matched.join(", ")
-    )?;
-    writeln!(
-        err,
-        "  without symbol    {} ({:.2}% of {bin}'s)",
-        st.samples_unresolved,
-        100.0 * s.unresolved_fraction
-    )?;
-    if st.samples_kernel_only > 0 {
-        writeln!(err, "  kernel only       {}", st.samples_kernel_only)?;
-    }
-    if st.samples_other_pid > 0 {
-        writeln!(
-            err,
-            "  other processes   {} (left out by --pid)",
-            st.samples_other_pid
-        )?;
-    }
-    if st.samples_other_events > 0 {
-        writeln!(
-            err,
-            "  other events      {} (not used)",
-            st.samples_other_events
-        )?;
-    }
-    writeln!(err, "  functions         {}", s.functions)?;
-    writeln!(err, "  call edges        {} (weight {})", s.edges, st.calls)?;
-    writeln!(
-        err,
-        "  no own frame      {} callers recovered, {} unknown (entered through a pointer)",
-        st.calls_recovered, st.calls_caller_unknown
-    )?;
-    if st.sample_kind == SampleKind::Plain {
-        writeln!(
-            err,
-            "  inferred calls    weight {} (no stacks: shared among each function's direct callers by the samples around the calls)",
-            st.calls_inferred
-        )?;
-    }
-    if st.calls_tail > 0 || st.calls_tail_undecided > 0 {
-        writeln!(
-            err,
-            "  tail calls        weight {} ({:.1}% of the calls; {} samples shared among possible callers), {} samples undecided (no edge)",
-            st.calls_tail,
-            pct(st.calls_tail, st.calls),
-            st.calls_tail_shared,
-            st.calls_tail_undecided
-        )?;
-    }
-    if st.sample_kind == SampleKind::Branch {
-        writeln!(
-            err,
-            "  other branches    {} within functions, {} returns, {} other, {} unclassified",
-            st.branches_within_functions,
-            st.branches_returns,
-            st.branches_other,
-            st.branches_unclassified
-        )?;
-    }
-    if st.sample_kind == SampleKind::Dwarf {
-        writeln!(
-            err,
-            "  not unwound       {} return addresses beyond perf's stack copy, {} other failures",
-            st.stacks_too_short, st.unwind_failed
-        )?;
-    }
-    writeln!(err, "  calls w/o symbol  {}", st.calls_unresolved)?;
-    writeln!(err, "  lost samples      {}", st.lost_samples)?;
-    writeln!(
-        err,
-        "  unreadable        {} records of {}",
-        st.unreadable_records, st.records
-    )?;
-    top::print_shares(&mut err, &st.cpu, &bin)?;
-    if let Some(rows) = &s.top {
-        top::print_top(&mut err, rows, &bin)?;
-    }
-    Ok(())
 }

@@ -44,24 +44,24 @@ pub(super) fn top(graph: &Graph, shares: &CpuShares, n: usize) -> Vec<TopFunctio
 }
 
 /// Where the processes' samples fell, the binary first, and what that bounds.
-pub(super) fn print_shares(err: &mut impl Write, s: &CpuShares, bin: &str) -> std::io::Result<()> {
+pub(super) fn print_shares(out: &mut dyn Write, s: &CpuShares, bin: &str) -> std::io::Result<()> {
     if s.process_samples == 0 {
         return Ok(());
     }
     let pct = |n: u64| 100.0 * s.fraction(n);
     writeln!(
-        err,
+        out,
         "  CPU of {bin}'s processes ({} samples):",
         s.process_samples
     )?;
     writeln!(
-        err,
+        out,
         "    {:5.1}%  {bin} itself: the most a layout of {bin} can speed up",
         pct(s.binary_samples)
     )?;
     for place in s.elsewhere.iter().take(PLACES_SHOWN) {
         writeln!(
-            err,
+            out,
             "    {:5.1}%  {}",
             pct(place.samples),
             output::printable(&place.place)
@@ -71,7 +71,7 @@ pub(super) fn print_shares(err: &mut impl Write, s: &CpuShares, bin: &str) -> st
     if !rest.is_empty() {
         let samples = rest.iter().map(|p| p.samples).sum();
         writeln!(
-            err,
+            out,
             "    {:5.1}%  {} other places",
             pct(samples),
             rest.len()
@@ -83,7 +83,7 @@ pub(super) fn print_shares(err: &mut impl Write, s: &CpuShares, bin: &str) -> st
 /// `--top`: self samples as shares of the binary's and of the processes' samples. The profile
 /// keeps one caller a sample, not whole stacks, so there is no with-callees column.
 pub(super) fn print_top(
-    err: &mut impl Write,
+    out: &mut dyn Write,
     top: &[TopFunction],
     bin: &str,
 ) -> std::io::Result<()> {
@@ -91,11 +91,11 @@ pub(super) fn print_top(
         return Ok(());
     }
     writeln!(
-        err,
+        out,
         "  hottest functions by samples of their own, as shares of {bin}'s and of its processes':"
     )?;
     writeln!(
-        err,
+        out,
         "  {:>8} {:>8} {:>9}  function",
         bin_column(bin),
         "process",
@@ -103,7 +103,7 @@ pub(super) fn print_top(
     )?;
     for f in top {
         writeln!(
-            err,
+            out,
             "  {:>7.2}% {:>7.2}% {:>9}  {}",
             100.0 * f.self_fraction,
             100.0 * f.process_fraction,

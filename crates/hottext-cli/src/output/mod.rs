@@ -1,11 +1,17 @@
 //! The output contract of docs/output.md, in one place: the JSON printer (every document carries
 //! `schema`, one document a run), the error document, the outcome that exits 1, warnings,
-//! `--verbose` parameters, human sizes.
+//! `--verbose` parameters; a verb's result reaches its stream through `emit`, figures and
+//! tables for people are in `tables`.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
+
+mod emit;
+mod tables;
+pub use emit::{emit, Mode, Report, Stream};
+pub use tables::{bytes, comparison_table, number, with_unit, Comparison, ComparisonColumns};
 
 /// The version of the JSON documents' shape, in every document as `schema`. Raise it when a
 /// field is renamed or removed or changes its meaning; adding a field does not raise it.
@@ -149,13 +155,4 @@ pub fn seconds(option: &str, value: f64) -> anyhow::Result<std::time::Duration> 
         );
     }
     Ok(std::time::Duration::from_secs_f64(value))
-}
-
-/// Bytes as a short human figure (KiB, MiB).
-pub fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{bail, Context};
 use hottext::graph::Graph;
@@ -11,7 +11,10 @@ use hottext::store::meta::Meta;
 use hottext::store::{ObjectHash, Store};
 
 use super::{refuse_outputs_over_inputs, write_output_file};
-use crate::output;
+
+mod printed;
+use crate::output::{self, Mode};
+use printed::{Collected, Listed, Stored};
 
 /// Put, get, list and collect profiles in a content-addressed store
 ///
@@ -191,23 +194,11 @@ fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
         meta.write_atomic(path, "hottext store put")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if args.json {
-        output::json(&put)?;
-    } else {
-        println!("{}", put.hash);
-        let what = if put.existed {
-            "already there"
-        } else {
-            "stored"
-        };
-        eprintln!(
-            "hottext: {what}: {} ({}) in {}",
-            put.hash,
-            output::bytes(put.size),
-            args.store
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    let stored = Stored {
+        put,
+        store: &args.store,
+    };
+    output::emit(&stored, Mode::from_json_flag(args.json))
 }
 
 /// A meta file for a profile stored by hand: its facts from the profile's headers.
@@ -260,21 +251,11 @@ fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
 
 fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.store)?;
-    let objects = store.list()?;
-    if args.json {
-        // A document is an object, so that it can carry `schema`.
-        output::json(&serde_json::json!({ "objects": objects }))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    for o in &objects {
-        let when = o
-            .modified
-            .map(|s| hottext::store::meta::time(SystemTime::UNIX_EPOCH + Duration::from_secs(s)))
-            .unwrap_or_else(|| "?".into());
-        println!("{}  {:>10}  {when}", o.hash, o.size);
-    }
-    eprintln!("hottext: {} objects in {}", objects.len(), args.store);
-    Ok(ExitCode::SUCCESS)
+    let listed = Listed {
+        objects: store.list()?,
+        store: &args.store,
+    };
+    output::emit(&listed, Mode::from_json_flag(args.json))
 }
 
 fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
@@ -312,26 +293,12 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
     }
     let min_age = output::seconds("--min-age-days", args.min_age_days * 86400.0)?;
     let report = store.gc(&keep, min_age, SystemTime::now(), args.dry_run)?;
-    if args.json {
-        output::json(&report)?;
-    } else {
-        let verb = if args.dry_run {
-            "would delete"
-        } else {
-            "deleted"
-        };
-        for o in &report.deleted {
-            println!("{verb} {}", o.hash);
-        }
-        eprintln!(
-            "hottext: {verb} {} objects; kept {} referenced and {} younger than {} days",
-            report.deleted.len(),
-            report.kept_referenced,
-            report.kept_young,
-            args.min_age_days
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    let collected = Collected {
+        report,
+        dry_run: args.dry_run,
+        min_age_days: args.min_age_days,
+    };
+    output::emit(&collected, Mode::from_json_flag(args.json))
 }
 
 /// Every object that any commit's version of `meta` names, on every branch. A version that
