@@ -26,6 +26,7 @@
 
 pub mod drift;
 mod escape;
+pub mod fit;
 pub mod merge;
 
 /// Header keys whose values count samples: a merge sums them by the parts' weights

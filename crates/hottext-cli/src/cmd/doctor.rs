@@ -8,16 +8,15 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{built_by_rustc, Binary, BinaryError};
 use hottext::diagnose::profile::{call_graph, own_code};
 use hottext::diagnose::{binary, build_remedy, front_end, pmd, process, system, Check, Status};
+use hottext::graph::fit::fit_for_view;
 use hottext::graph::Graph;
 use hottext::layout::metrics::Metrics;
 use hottext::measure::events::{EventPlan, Vendor};
 use hottext::os::cancel;
 use hottext::os::proc::{self, Pid};
-use hottext::report::heat::placed_in;
 use serde::Serialize;
 
 use super::pid_arg;
@@ -144,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // Matched once (by name, then by code): both checks judge the same placement.
             checks.push(call_graph(&profile));
             checks.extend(own_code(&profile));
-            let placed = placed_in(&profile, b, || fingerprints(b).unwrap_or_default());
+            let placed = fit_for_view(&profile, b);
             let (check, map) = binary::spread(b, &placed);
             hot_pages = (map.pages_99 * 4096)
                 .div_ceil(hottext::binary::HUGE_PAGE)

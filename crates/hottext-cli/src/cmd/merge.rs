@@ -9,10 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
-use hottext::graph::merge::{fitting_scale, merge_weighted, MAX_WEIGHT};
+use hottext::graph::fit::{fit, CodePrints, FitError, FitPolicy, OtherBuildPolicy};
+use hottext::graph::merge::{merge_aged, AgedPart, MAX_WEIGHT};
 use hottext::graph::{Graph, MAX_COUNT};
-use hottext::pipeline::fleet::age_weight;
-use hottext::pipeline::rematch::rematch;
 use hottext::store::meta::parse_time;
 use serde::Serialize;
 
@@ -143,41 +142,48 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let newest = ends.iter().flatten().max().copied();
     let mut inputs = Vec::new();
-    let mut parts: Vec<(Graph, f64)> = Vec::new();
+    // (fitted graph, weight asked for, window end, index in `inputs`)
+    let mut parts: Vec<(Graph, f64, Option<SystemTime>, usize)> = Vec::new();
     for (i, profile) in profiles.into_iter().enumerate() {
-        let mut weight = args.weight.get(i).copied().unwrap_or(1.0);
-        if let (Some(half_life), Some(newest), Some(end)) = (args.half_life_days, newest, ends[i]) {
-            let age = newest.duration_since(end).unwrap_or(Duration::ZERO);
-            weight *= age_weight(age, half_life);
-        }
         let mut input = Input {
             profile: args.profiles[i].clone(),
-            weight,
+            weight: 0.0,
             matched_fraction: None,
             merged: true,
             note: None,
         };
         let graph = match (&binary, &prints) {
             (Some(b), Some(prints)) => {
-                let (fitted, matched) = rematch(&profile, b, prints);
-                input.matched_fraction = Some(matched.share());
-                if matched.share() < args.min_matched {
-                    input.merged = false;
-                    input.weight = 0.0;
-                    input.note = Some(format!(
-                        "{} has {:.1}% of its weight, below --min-matched",
-                        b.path.display(),
-                        100.0 * matched.share()
-                    ));
+                let policy = FitPolicy {
+                    // Checked above, against the other profiles, when there is no binary.
+                    other_build: OtherBuildPolicy::Ignore,
+                    code: CodePrints::Known(prints),
+                    min_matched: args.min_matched,
+                };
+                match fit(&profile, b, policy) {
+                    Ok(fitted) => {
+                        input.matched_fraction = Some(fitted.matched.share());
+                        fitted.graph
+                    }
+                    Err(FitError::TooLittleMatched { matched, .. }) => {
+                        input.matched_fraction = Some(matched.share());
+                        input.merged = false;
+                        input.note = Some(format!(
+                            "{} has {:.1}% of its weight, below --min-matched",
+                            b.path.display(),
+                            100.0 * matched.share()
+                        ));
+                        profile
+                    }
+                    Err(other) => return Err(other.into()),
                 }
-                fitted
             }
             _ => profile,
         };
         if input.merged {
-            parts.push((graph, weight));
+            let weight = args.weight.get(i).copied().unwrap_or(1.0);
+            parts.push((graph, weight, ends[i], inputs.len()));
         } else {
             output::warn(format!(
                 "{} is left out: {}",
@@ -190,22 +196,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if parts.is_empty() {
         bail!("every profile was refused: nothing to merge");
     }
-    let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(g, w)| (g, *w)).collect();
-    let scale = fitting_scale(&weighted);
+    let aged: Vec<AgedPart> = parts
+        .iter()
+        .map(|(graph, weight, window_end, _)| AgedPart {
+            graph,
+            weight: *weight,
+            window_end: *window_end,
+        })
+        .collect();
+    // Ages count from the newest profile's end: the merge of old profiles is not all faded.
+    let newest = ends.iter().flatten().max().copied();
+    let merged = merge_aged(
+        &aged,
+        newest.unwrap_or(SystemTime::UNIX_EPOCH),
+        args.half_life_days,
+    );
+    for ((_, _, _, input), weight) in parts.iter().zip(&merged.weights) {
+        inputs[*input].weight = *weight;
+    }
+    let scale = merged.scale;
     if scale < 1.0 {
         output::warn(format!(
             "the weighted counts sum to over {MAX_COUNT}, the most a profile holds: every weight is scaled by {scale:.3e}, keeping their proportions"
         ));
     }
-    let merged = merge_weighted(&weighted);
     let mut bytes = Vec::new();
     merged
+        .graph
         .write(&mut bytes)
         .context("cannot write the merged profile")?;
     write_output_file(&args.output, &bytes)?;
     let summary = Summary {
         output: &args.output,
-        functions: merged.funcs().len(),
+        functions: merged.graph.funcs().len(),
         inputs,
     };
     if args.json {

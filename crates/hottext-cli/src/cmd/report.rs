@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context};
-use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{Binary, StatedAddr};
 use hottext::graph::Graph;
 use hottext::report::{heat_map, mark_huge, render, ForestRow, HistoryRow, Report};
@@ -86,10 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let binary = Binary::open(bin).context("cannot draw its heat map")?;
             let title = format!("{side}: {}", bin.display());
             // Code that cannot be read matches by name only: the map is still drawn.
-            let code = || fingerprints(&binary).unwrap_or_default();
-            report
-                .heat_maps
-                .push(heat_map(&title, &profile, &binary, code));
+            report.heat_maps.push(heat_map(&title, &profile, &binary));
             report.sources.push(bin.display().to_string());
         }
     }

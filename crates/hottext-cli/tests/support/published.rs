@@ -7,8 +7,8 @@ use super::build_service;
 use crate::common::{hottext, stderr};
 use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
+use hottext::graph::fit::rematch;
 use hottext::graph::Graph;
-use hottext::pipeline::rematch::rematch;
 use hottext::store::ObjectHash;
 
 /// What a recording of the service looks like: handler_a hottest, then b and c.

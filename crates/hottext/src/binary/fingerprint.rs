@@ -1,5 +1,5 @@
 //! Code fingerprints: a function's size and a hash of its instructions, to find it again in a
-//! later build under another name (`pipeline::rematch`), as BOLT matches stale profiles.
+//! later build under another name (`graph::fit`), as BOLT matches stale profiles.
 //!
 //! On x86-64 the hash covers each instruction's opcode form and registers but not its
 //! displacements, immediates or branch targets, since relinking moves callees and data and so

@@ -3,8 +3,7 @@
 
 use super::{build_remedy, Check, Status};
 use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE, RUNTIME_ENTRY};
-use crate::graph::Graph;
-use crate::layout::metrics::Placement;
+use crate::graph::fit::Fitted;
 use crate::profile::code::Code;
 use crate::report::heat::{heat_map_of, HeatMap};
 use crate::verify::check_binary;
@@ -219,9 +218,9 @@ fn runtime(binary: &Binary) -> Check {
 
 /// How spread out `profile`'s hot code is in `binary`'s layout, and whether hot text and huge
 /// pages would help: the front end's estimate without a PMU.
-/// `placed` is the profile as laid out in `binary` (`report::heat::placed_in`).
-pub fn spread(binary: &Binary, placed: &(Graph, Placement)) -> (Check, HeatMap) {
-    let map = heat_map_of("", &placed.0, &placed.1, binary);
+/// `placed` is the profile as laid out in `binary` (`graph::fit::fit_for_view`).
+pub fn spread(binary: &Binary, placed: &Fitted) -> (Check, HeatMap) {
+    let map = heat_map_of("", &placed.graph, &placed.placement, binary);
     let rows: std::collections::BTreeSet<u64> = map
         .pages
         .iter()

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use super::{Check, Status};
 use crate::binary::Binary;
+use crate::graph::fit::Fitted;
 use crate::graph::Graph;
-use crate::layout::metrics::{measure, place_in_order, Metrics, Placement, COMPILED_ALIGNMENT};
+use crate::layout::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
 use crate::layout::{auto, Params};
 use crate::measure::counts::Counts;
 use crate::measure::events::{Counter, EventPlan, Vendor};
@@ -242,9 +243,9 @@ fn read(perf_data: &Path, binary: &Binary, pid: Pid) -> Result<Graph, String> {
 /// What hot text and huge pages would change, by the layout model: the iTLB entries the code
 /// for 99 % of the samples needs as laid out now and as `order --algorithm auto` would lay it
 /// out on 2 MiB pages, and the calls that leave their 4 KiB page.
-/// `placed` is the profile as laid out in the binary (`report::heat::placed_in`).
-pub fn estimate(placed: &(Graph, Placement)) -> (Check, Metrics, Metrics) {
-    let (graph, at) = placed;
+/// `placed` is the profile as laid out in the binary (`graph::fit::fit_for_view`).
+pub fn estimate(placed: &Fitted) -> (Check, Metrics, Metrics) {
+    let (graph, at) = (&placed.graph, &placed.placement);
     let now = measure(graph, at);
     let choice = auto::choose(graph, &Params::default(), &|_| {});
     let then = measure(

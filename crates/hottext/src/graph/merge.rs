@@ -4,7 +4,7 @@
 //! Each function's samples, each call's weight and each call site's weight are summed per
 //! caller, callee and offset.
 //!
-//! Every profile must already use the same binary's names ([`crate::pipeline::rematch`]), and
+//! Every profile must already use the same binary's names ([`crate::graph::fit`]), and
 //! keep only the call sites of code that did not change.
 //! Sizes, aliases and headers come from the first (newest) profile that has the function. An
 //! older function or call whose decayed weight rounds to zero is dropped, so what stopped
@@ -13,6 +13,8 @@
 //! A merged profile is one its reader takes: when the weighted counts would sum to more than
 //! [`MAX_COUNT`], every weight is scaled down by one factor ([`fitting_scale`]); the
 //! proportions, which are all a layout uses, stay.
+
+use std::time::{Duration, SystemTime};
 
 use foldhash::HashMap;
 
@@ -27,6 +29,55 @@ pub const MAX_WEIGHT: f64 = 1e6;
 /// `new + decay × old`; `decay` is between 0 and 1.
 pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
     merge_weighted(&[(new, 1.0), (old, decay)])
+}
+
+/// A part's weight factor at `age`: halved every `half_life_days`.
+pub fn age_weight(age: Duration, half_life_days: f64) -> f64 {
+    0.5f64.powf(age.as_secs_f64() / 86400.0 / half_life_days)
+}
+
+/// One profile of a merge weighed by age.
+pub struct AgedPart<'a> {
+    pub graph: &'a Graph,
+    /// The weight asked for, before the age decay.
+    pub weight: f64,
+    /// When the profile's window ended; a part without one does not age.
+    pub window_end: Option<SystemTime>,
+}
+
+/// What [`merge_aged`] made.
+pub struct AgedMerge {
+    pub graph: Graph,
+    /// Each part's weight after its age decay, in the parts' order (before `scale`).
+    pub weights: Vec<f64>,
+    /// The factor every weight was scaled by to keep the counts readable ([`fitting_scale`]).
+    pub scale: f64,
+}
+
+/// The fleet's merge (`hottext merge`, `pipeline merge`): each part weighed by its weight times
+/// [`age_weight`] of its age at `now` (without `half_life_days`, no decay), then
+/// [`merge_weighted`], the first part the reference.
+pub fn merge_aged(parts: &[AgedPart], now: SystemTime, half_life_days: Option<f64>) -> AgedMerge {
+    let weights: Vec<f64> = parts
+        .iter()
+        .map(|p| match (half_life_days, p.window_end) {
+            (Some(half_life), Some(end)) => {
+                let age = now.duration_since(end).unwrap_or(Duration::ZERO);
+                p.weight * age_weight(age, half_life)
+            }
+            _ => p.weight,
+        })
+        .collect();
+    let weighted: Vec<(&Graph, f64)> = parts
+        .iter()
+        .map(|p| p.graph)
+        .zip(weights.iter().copied())
+        .collect();
+    AgedMerge {
+        graph: merge_weighted(&weighted),
+        scale: fitting_scale(&weighted),
+        weights,
+    }
 }
 
 /// `Σ weight × part`: each part's samples, call weights and call-site weights scaled by its
@@ -180,6 +231,42 @@ fn capped(sum: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weight_halves_every_half_life() {
+        let day = Duration::from_secs(86400);
+        assert_eq!(age_weight(Duration::ZERO, 7.0), 1.0);
+        assert!((age_weight(day * 7, 7.0) - 0.5).abs() < 1e-12);
+        assert!((age_weight(day * 14, 7.0) - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_aged_merge_decays_each_weight_by_its_age_at_now_and_only_with_a_half_life() {
+        let g = graph("fn a 16 100\n");
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(86400 * 100);
+        let week_old = now - Duration::from_secs(86400 * 7);
+        let parts = [
+            AgedPart {
+                graph: &g,
+                weight: 2.0,
+                window_end: Some(now),
+            },
+            AgedPart {
+                graph: &g,
+                weight: 2.0,
+                window_end: Some(week_old),
+            },
+            AgedPart {
+                graph: &g,
+                weight: 2.0,
+                window_end: None,
+            },
+        ];
+        let aged = merge_aged(&parts, now, Some(7.0));
+        assert_eq!(aged.weights, [2.0, 1.0, 2.0]);
+        assert_eq!(aged.graph.funcs()[0].samples, 500);
+        assert_eq!(merge_aged(&parts, now, None).weights, [2.0, 2.0, 2.0]);
+    }
 
     fn graph(text: &str) -> Graph {
         Graph::read(format!("# hottext profile v2\n{text}").as_bytes()).unwrap()

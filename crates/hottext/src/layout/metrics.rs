@@ -13,11 +13,8 @@ use serde::Serialize;
 
 use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
 use crate::caches::L1I;
+use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
-
-/// Where each function of a graph starts; `None` for functions the layout lacks. A modelled
-/// layout ([`place_in_order`]) is a binary whose hot range starts at stated address 0.
-pub type Placement = Vec<Option<StatedAddr>>;
 
 /// The alignment GCC and Clang give a function at -O2 on x86-64, which a linker keeps.
 pub const COMPILED_ALIGNMENT: u64 = 16;

@@ -12,7 +12,7 @@
 //! section comes along into the hot range, which `verify --binary --planned` then names.
 //!
 //! Functions a binary lacks never get here: with a binary the graph is first rematched to it
-//! (`pipeline::rematch`), which keeps only what the binary has, under the binary's names.
+//! (`graph::fit`), which keeps only what the binary has, under the binary's names.
 
 use serde::Serialize;
 

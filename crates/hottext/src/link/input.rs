@@ -8,8 +8,9 @@ use super::padding::{plan_padding, Padding, PaddingPlan};
 use super::ranges::write_ranges;
 use super::{emit, EmitError, Format, ScriptPlacement};
 use crate::binary::{Binary, ExecSegment, StatedAddr};
+use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
-use crate::layout::metrics::{hot_ranges, Placement};
+use crate::layout::metrics::hot_ranges;
 
 /// What an order file cannot do, said the same way wherever one is written.
 pub const MARKERS_ADVICE: &str = "this format cannot define __hot_start/__hot_end: add --markers hot_markers.o and link that object";

@@ -4,20 +4,17 @@
 //! Checks, in order: the meta file parses (its hash is well formed); the store has the object;
 //! its bytes hash to the name ([`crate::store::Store::get`]); its size is the meta file's; it
 //! is a profile; its build-id header is the one the meta file names (a hash that names another
-//! profile is caught here); enough of its weight matches the binary ([`super::rematch`]).
+//! profile is caught here); enough of its weight matches the binary ([`crate::graph::fit`]).
 
-use foldhash::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::binary::Binary;
+use crate::graph::fit::{fit, CodePrints, FitError, FitPolicy, Fitted, Matched, OtherBuildPolicy};
 use crate::graph::{Graph, GraphError};
 use crate::store::meta::{Meta, MetaError};
 use crate::store::{ObjectHash, Store, StoreError};
-
-use super::rematch::{rematch, Matched};
-use crate::binary::fingerprint::{fingerprints, Fingerprint};
 
 /// A profile fitted to a binary.
 #[derive(Debug)]
@@ -181,19 +178,26 @@ pub fn fetch(
             });
         }
     }
-    let prints: HashMap<String, Fingerprint> =
-        fingerprints(binary).map_err(|source| FetchError::Binary {
-            path: binary.path.clone(),
-            source,
-        })?;
-    let (graph, matched) = rematch(&profile, binary, &prints);
-    if matched.share() < min_matched || graph.funcs().is_empty() {
-        return Err(FetchError::Stale {
-            hash,
-            binary: binary.path.clone(),
-            matched: Box::new(matched),
-            min: min_matched,
-        });
+    let policy = FitPolicy {
+        // The meta file's build-id is checked above; the binary being built is a new build.
+        other_build: OtherBuildPolicy::Ignore,
+        code: CodePrints::Eager,
+        min_matched,
+    };
+    let stale = |matched| FetchError::Stale {
+        hash,
+        binary: binary.path.clone(),
+        matched: Box::new(matched),
+        min: min_matched,
+    };
+    let Fitted { graph, matched, .. } = match fit(&profile, binary, policy) {
+        Ok(fitted) => fitted,
+        Err(FitError::TooLittleMatched { matched, .. }) => return Err(stale(*matched)),
+        Err(FitError::Code { path, source }) => return Err(FetchError::Binary { path, source }),
+        Err(FitError::OtherBuild(_)) => unreachable!("the policy ignores the build"),
+    };
+    if graph.funcs().is_empty() {
+        return Err(stale(matched));
     }
     Ok(Fetched {
         meta,

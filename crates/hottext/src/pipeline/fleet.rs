@@ -3,7 +3,7 @@
 //! and one scheduled job merges the recent uploads of every host ([`from_uploads`],
 //! `pipeline run --merge-uploads`), then gates, stores and commits like a single host's run.
 //!
-//! The merge fits every upload to the binary being built ([`rematch`]: by name, then by code),
+//! The merge fits every upload to the binary being built ([`fit`]: by name, then by code),
 //! refuses an upload of which the binary has less than `[fleet] min_matched` (another build,
 //! too far apart), and weighs the rest by age: weight = 0.5^(age / `half_life_days`). Counts
 //! are summed, so a host that recorded more samples weighs more in proportion.
@@ -16,10 +16,10 @@ use serde::Serialize;
 use super::config::Config;
 use super::gate::{self, Check};
 use super::gather::{self, Gathered};
-use super::rematch::rematch;
 use super::{service, stored_profile, PipelineError, Progress};
 use crate::binary::Binary;
-use crate::graph::merge::merge_weighted;
+use crate::graph::fit::{fit, CodePrints, FitError, FitPolicy, OtherBuildPolicy};
+use crate::graph::merge::{merge_aged, AgedPart};
 use crate::graph::Graph;
 use crate::store::meta::{self, Meta};
 use crate::store::uploads::{check_name, Upload};
@@ -145,11 +145,6 @@ fn upload_error(e: crate::store::uploads::UploadError) -> PipelineError {
     }
 }
 
-/// An upload's weight at `age`.
-pub fn age_weight(age: Duration, half_life_days: f64) -> f64 {
-    0.5f64.powf(age.as_secs_f64() / 86400.0 / half_life_days)
-}
-
 /// The uploads of the service in the window before `now`, fitted to `[service] binary`,
 /// weighed by age and merged, newest first.
 pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, PipelineError> {
@@ -202,34 +197,58 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
                 continue;
             }
         };
-        let (fitted, matched) = rematch(&profile, &binary, &prints);
-        host.matched_fraction = matched.share();
-        if host.matched_fraction < fleet.min_matched {
-            host.note = Some(format!(
-                "the binary has {:.1}% of its weight, below [fleet] min_matched {:.1}%: recorded on another build",
-                100.0 * host.matched_fraction,
-                100.0 * fleet.min_matched
-            ));
-            seen.push(host);
-            continue;
-        }
-        host.weight = age_weight(age, fleet.half_life_days);
+        let policy = FitPolicy {
+            // Each upload comes from a build of its own; what fits is what matched.
+            other_build: OtherBuildPolicy::Ignore,
+            code: CodePrints::Known(&prints),
+            min_matched: fleet.min_matched,
+        };
+        let fitted = match fit(&profile, &binary, policy) {
+            Ok(fitted) => fitted,
+            Err(FitError::TooLittleMatched { matched, .. }) => {
+                host.matched_fraction = matched.share();
+                host.note = Some(format!(
+                    "the binary has {:.1}% of its weight, below [fleet] min_matched {:.1}%: recorded on another build",
+                    100.0 * host.matched_fraction,
+                    100.0 * fleet.min_matched
+                ));
+                seen.push(host);
+                continue;
+            }
+            Err(other) => {
+                host.note = Some(other.to_string());
+                seen.push(host);
+                continue;
+            }
+        };
+        host.matched_fraction = fitted.matched.share();
         host.merged = true;
         samples += upload.meta.samples;
         let (start, end) = (upload.meta.window_start, upload.meta.window_end);
         seconds += end.duration_since(start).unwrap_or_default().as_secs_f64();
         window = Some(window.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
-        parts.push((end, fitted, host.weight));
+        parts.push((end, fitted.graph, seen.len()));
         seen.push(host);
     }
     // Newest first: the newest upload's sizes and headers lead.
     parts.sort_by_key(|p| std::cmp::Reverse(p.0));
-    let weighted: Vec<(&Graph, f64)> = parts.iter().map(|(_, g, w)| (g, *w)).collect();
+    let aged: Vec<AgedPart> = parts
+        .iter()
+        .map(|(end, graph, _)| AgedPart {
+            graph,
+            weight: 1.0,
+            window_end: Some(*end),
+        })
+        .collect();
+    let merged = merge_aged(&aged, now, Some(fleet.half_life_days));
+    for ((_, _, host), weight) in parts.iter().zip(&merged.weights) {
+        seen[*host].weight = *weight;
+    }
     let (window_start, window_end) = window.unwrap_or((now, now));
     Ok(Gathered {
         binary,
         prints,
-        graph: merge_weighted(&weighted),
+        graph: merged.graph,
         samples,
         // Each upload passed its host's gate, which checks symbols.
         resolved: 1.0,
@@ -253,18 +272,5 @@ fn refused(entry: String, host: String, note: String) -> HostUpload {
         weight: 0.0,
         merged: false,
         note: (!note.is_empty()).then_some(note),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weight_halves_every_half_life() {
-        let day = Duration::from_secs(86400);
-        assert_eq!(age_weight(Duration::ZERO, 7.0), 1.0);
-        assert!((age_weight(day * 7, 7.0) - 0.5).abs() < 1e-12);
-        assert!((age_weight(day * 14, 7.0) - 0.25).abs() < 1e-12);
     }
 }

@@ -4,7 +4,7 @@
 //! 1. takes the [`lock`] of the repository's branch (two runs at once queue up),
 //! 2. records the running service with perf ([`service`]) and builds its call graph,
 //! 3. fits the previous profile (named by the meta file on the branch) to the current binary
-//!    ([`rematch`]) and reports how far usage moved ([`drift`]),
+//!    ([`crate::graph::fit`]) and reports how far usage moved ([`drift`]),
 //! 4. applies the quality [`gate`]; a failed gate changes nothing,
 //! 5. merges with time decay ([`merge`]), puts the result in the [`crate::store`], and
 //! 6. commits the new meta file on a branch with a message that says what changed ([`git`]),
@@ -21,7 +21,7 @@ mod gather;
 pub mod git;
 pub mod lock;
 mod message;
-pub mod rematch;
+
 pub mod schedule;
 pub mod service;
 
@@ -300,7 +300,7 @@ fn stored_profile(
     graph.set_header("window-start", meta::time(g.window_start));
     graph.set_header("window-end", meta::time(g.window_end));
     graph.set_header("samples", g.samples);
-    rematch::add_fingerprints(graph, &g.prints);
+    crate::graph::fit::add_fingerprints(graph, &g.prints);
     let mut bytes = Vec::new();
     graph
         .write(&mut bytes)
@@ -361,7 +361,7 @@ fn previous_profile(
         Ok(g) => g,
         Err(e) => return (Some(not_merged(object, e)), None),
     };
-    let (old, matched) = rematch::rematch(&old, binary, prints);
+    let (old, matched) = crate::graph::fit::rematch(&old, binary, prints);
     let share = matched.share();
     let by_code = matched.by_code as f64 / matched.total.max(1) as f64;
     let merged = share >= config.gate.min_previous_matched;

@@ -4,12 +4,11 @@
 
 use serde::Serialize;
 
-use crate::binary::fingerprint::Fingerprints;
 use crate::binary::{Binary, StatedAddr, HUGE_PAGE};
 use crate::demangle::readable_short;
+use crate::graph::fit::{fit_for_view, Placement};
 use crate::graph::Graph;
-use crate::layout::metrics::{samples_by_block, Placement};
-use crate::pipeline::rematch::rematch;
+use crate::layout::metrics::samples_by_block;
 
 pub(crate) const PAGE: u64 = 4096;
 /// Pages whose functions are named (the hottest first): enough to hover over everything that
@@ -40,43 +39,14 @@ pub struct HeatMap {
     pub samples: u64,
 }
 
-/// `profile` fitted to `binary` (by name, and by code when some sampled function's name is not
-/// in the binary: `code` computes the fingerprints only then), so that sizes are the binary's
-/// own, and where each of its functions is in the binary.
-pub fn placed_in(
-    profile: &Graph,
-    binary: &Binary,
-    code: impl FnOnce() -> Fingerprints,
-) -> (Graph, Placement) {
-    let (mut graph, matched) = rematch(profile, binary, &Fingerprints::default());
-    if !matched.unmatched.is_empty() {
-        graph = rematch(profile, binary, &code()).0;
-    }
-    let index = binary.index_by_name();
-    let at: Placement = graph
-        .funcs()
-        .iter()
-        .map(|f| {
-            index
-                .get(f.name.as_str())
-                .map(|&i| binary.functions[i].start)
-        })
-        .collect();
-    (graph, at)
+/// The heat map of `profile` fitted to `binary` ([`crate::graph::fit`], fingerprinting the
+/// code only when a sampled name is missing), so that sizes and addresses are the binary's own.
+pub fn heat_map(title: &str, profile: &Graph, binary: &Binary) -> HeatMap {
+    let fitted = fit_for_view(profile, binary);
+    heat_map_of(title, &fitted.graph, &fitted.placement, binary)
 }
 
-/// The heat map of `profile` laid out as in `binary` ([`placed_in`]).
-pub fn heat_map(
-    title: &str,
-    profile: &Graph,
-    binary: &Binary,
-    code: impl FnOnce() -> Fingerprints,
-) -> HeatMap {
-    let (graph, at) = placed_in(profile, binary, code);
-    heat_map_of(title, &graph, &at, binary)
-}
-
-/// The heat map of `graph` at the addresses `at` in `binary` (both from [`placed_in`]).
+/// The heat map of `graph` at the addresses `at` in `binary` (both from [`crate::graph::fit::fit_for_view`]).
 pub(crate) fn heat_map_of(title: &str, graph: &Graph, at: &Placement, binary: &Binary) -> HeatMap {
     let text_start = binary
         .functions

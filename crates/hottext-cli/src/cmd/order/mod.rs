@@ -7,16 +7,17 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
-use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::{symbol_of, Binary};
 use hottext::demangle::readable;
+use hottext::graph::fit::{
+    fit, CodePrints, FitError, FitPolicy, FitWarning, Fitted, OtherBuildPolicy,
+};
 use hottext::graph::{escaped, FuncId, Graph};
 use hottext::layout::auto;
-use hottext::layout::metrics::{measure, place_in_order, Placement, COMPILED_ALIGNMENT};
+use hottext::layout::metrics::{measure, place_in_order, COMPILED_ALIGNMENT};
 use hottext::layout::{order, Params};
 use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeNames};
 use hottext::listing::some_of;
-use hottext::pipeline::rematch::{rematch, Matched};
 
 mod algorithm_arg;
 mod report;
@@ -129,19 +130,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let binary = args.binary.as_deref().map(Binary::open).transpose()?;
     // With the binary, the profile fitted to it (as `fetch` does): the binary's names, the
     // functions it lacks left out.
-    let (graph, matched) = match &binary {
+    let (graph, matched, addresses) = match &binary {
         Some(bin) => {
             let profile_funcs = profile.funcs().len();
-            let (graph, matched) = fit_to_binary(profile, bin, args.allow_build_id_mismatch)?;
-            if graph.funcs().is_empty() {
+            let fitted = fit_to_binary(&profile, bin, args.allow_build_id_mismatch)?;
+            if fitted.graph.funcs().is_empty() {
                 bail!(
                     "none of the profile's {profile_funcs} functions is in {}: the profile is from another program",
                     bin.path.display()
                 );
             }
-            (graph, Some(matched))
+            (fitted.graph, Some(fitted.matched), Some(fitted.placement))
         }
-        None => (profile, None),
+        None => (profile, None, None),
     };
 
     let mut params = Params::default();
@@ -168,7 +169,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         AlgorithmArg::Fixed(algorithm) => (order(&graph, algorithm, &params), algorithm.name, None),
     };
 
-    let addresses = binary.as_ref().map(|b| addresses_by_name(&graph, b));
     let mut summary = Summary {
         format: args
             .format
@@ -289,59 +289,62 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     write_output_file(path, bytes)
 }
 
-/// The profile fitted to `binary` (see `pipeline::rematch`), after its build-id check, with
-/// warnings for what did not match.
+/// The profile fitted to `binary` ([`fit`]): refused when recorded on another build unless
+/// `allow_other_build`, with its warnings printed.
 fn fit_to_binary(
-    profile: Graph,
+    profile: &Graph,
     binary: &Binary,
     allow_other_build: bool,
-) -> anyhow::Result<(Graph, Matched)> {
-    if let Err(other) = binary.check_profile_build(profile.header("build-id")) {
-        if !allow_other_build {
-            bail!("{other}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway");
-        }
-        output::warn(format!(
-            "{other}; using it anyway (--allow-build-id-mismatch)"
-        ));
+) -> anyhow::Result<Fitted> {
+    let policy = FitPolicy {
+        other_build: if allow_other_build {
+            OtherBuildPolicy::Warn
+        } else {
+            OtherBuildPolicy::Refuse
+        },
+        code: CodePrints::Eager,
+        min_matched: 0.0,
+    };
+    let fitted = fit(profile, binary, policy).map_err(|e| match e {
+        FitError::OtherBuild(other) => anyhow::anyhow!(
+            "{other}: re-profile this build, or pass --allow-build-id-mismatch to use it anyway"
+        ),
+        FitError::Code { path, source } => anyhow::Error::new(source)
+            .context(format!("cannot read the code of {}", path.display())),
+        too_little @ FitError::TooLittleMatched { .. } => too_little.into(),
+    })?;
+    for warning in &fitted.warnings {
+        print_fit_warning(warning);
     }
-    let prints = fingerprints(binary)
-        .with_context(|| format!("cannot read the code of {}", binary.path.display()))?;
-    let (graph, matched) = rematch(&profile, binary, &prints);
-    if !matched.unmatched.is_empty() {
-        let unmatched: Vec<_> = matched.unmatched.iter().map(|n| readable(n)).collect();
-        output::warn(format!(
-            "{} of the profile's sampled functions are not in the binary and are left out: {}",
-            matched.unmatched.len(),
-            some_of(&unmatched)
-        ));
-    }
-    if !matched.renamed.is_empty() {
-        let renamed: Vec<String> = matched
-            .renamed
-            .iter()
-            .map(|(old, new)| format!("{} -> {}", readable(old), readable(new)))
-            .collect();
-        eprintln!(
-            "hottext: {} functions found by their code under a new name: {}",
-            renamed.len(),
-            some_of(&renamed)
-        );
-    }
-    Ok((graph, matched))
+    Ok(fitted)
 }
 
-/// Where each function of a graph fitted to `binary` sits in it now.
-fn addresses_by_name(graph: &Graph, binary: &Binary) -> Placement {
-    let index = binary.index_by_name();
-    graph
-        .funcs()
-        .iter()
-        .map(|f| {
-            index
-                .get(f.name.as_str())
-                .map(|&i| binary.functions[i].start)
-        })
-        .collect()
+/// One warning of a fit, for a person.
+fn print_fit_warning(warning: &FitWarning) {
+    match warning {
+        FitWarning::OtherBuild(other) => output::warn(format!(
+            "{other}; using it anyway (--allow-build-id-mismatch)"
+        )),
+        FitWarning::Unmatched(names) => {
+            let unmatched: Vec<_> = names.iter().map(|n| readable(n)).collect();
+            output::warn(format!(
+                "{} of the profile's sampled functions are not in the binary and are left out: {}",
+                names.len(),
+                some_of(&unmatched)
+            ));
+        }
+        FitWarning::Renamed(pairs) => {
+            let renamed: Vec<String> = pairs
+                .iter()
+                .map(|(old, new)| format!("{} -> {}", readable(old), readable(new)))
+                .collect();
+            eprintln!(
+                "hottext: {} functions found by their code under a new name: {}",
+                renamed.len(),
+                some_of(&renamed)
+            );
+        }
+    }
 }
 
 /// A refused name, with the line of the profile that brought it in.

@@ -3,11 +3,11 @@
 use std::io::Write;
 
 use hottext::binary::StatedAddr;
+use hottext::graph::fit::Matched;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::Metrics;
 use hottext::layout::Params;
 use hottext::link::{Alignment, HotText, PaddingPlan};
-use hottext::pipeline::rematch::Matched;
 use serde::Serialize;
 
 use crate::output;

@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use hottext::binary::{Binary, HUGE_PAGE};
+use hottext::graph::fit::Placement;
 use hottext::graph::Graph;
-use hottext::layout::metrics::Placement;
 use hottext::link::{self, Target};
 
 use super::report::{Range, Summary};

@@ -193,11 +193,12 @@ pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Grap
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::binary::{Function, StatedAddr};
 
-    fn binary(funcs: &[(&str, u64)]) -> Binary {
+    /// This test program with `funcs` (name, size) as its functions, 4 KiB apart from 0x1000.
+    pub(in crate::graph::fit) fn binary(funcs: &[(&str, u64)]) -> Binary {
         let mut b = Binary::parse(
             std::path::Path::new("self"),
             std::fs::read(std::env::current_exe().unwrap()).unwrap(),
