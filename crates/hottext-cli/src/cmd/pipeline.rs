@@ -193,18 +193,20 @@ fn gate_status(passed: bool, gate: &[hottext::pipeline::gate::Check]) -> anyhow:
     Ok(ExitCode::from(1))
 }
 
+/// The gate's checks, one a line, for a person.
+fn print_gate(out: &mut dyn Write, gate: &[hottext::pipeline::gate::Check]) -> anyhow::Result<()> {
+    for c in gate {
+        let mark = if c.passed { "ok  " } else { "FAIL" };
+        writeln!(out, "  {mark} {}", c.detail)?;
+    }
+    Ok(())
+}
+
 /// An upload-only run's result, on stdout.
 impl output::Report for UploadReport {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         let r = self;
-        for c in &r.gate {
-            writeln!(
-                out,
-                "  {} {}",
-                if c.passed { "ok  " } else { "FAIL" },
-                c.detail
-            )?;
-        }
+        print_gate(out, &r.gate)?;
         match (&r.object, &r.entry) {
             (Some(object), Some(entry)) => writeln!(
                 out,
@@ -245,14 +247,7 @@ impl output::Report for Report {
                 writeln!(out, "  {line}")?;
             }
         } else {
-            for c in &r.gate {
-                writeln!(
-                    out,
-                    "  {} {}",
-                    if c.passed { "ok  " } else { "FAIL" },
-                    c.detail
-                )?;
-            }
+            print_gate(out, &r.gate)?;
         }
         match (&r.commit, r.passed) {
             (Some(c), _) => {
