@@ -24,6 +24,7 @@
 //! escape, so that builds still running an older hottext read the profiles of a newer pipeline,
 //! and v3 otherwise.
 
+mod blocks;
 pub mod drift;
 mod escape;
 pub mod fit;
@@ -66,6 +67,7 @@ use foldhash::HashMap;
 
 use names::NameIndex;
 
+pub use blocks::BlockSamples;
 pub use escape::declared_format;
 pub use escape::escaped;
 pub(crate) use escape::unescaped;
@@ -172,6 +174,8 @@ pub struct Graph {
     /// Call sites, where the profile knows them (empty for profiles that predate them), sorted
     /// by (caller, callee, offset); each pair has a [`Call`].
     sites: Vec<CallSite>,
+    /// Sampled basic blocks, where the binary has a block map; sorted by (function, block).
+    blocks: Vec<BlockSamples>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -375,6 +379,7 @@ pub struct GraphBuilder {
     ids: NameIndex,
     calls: HashMap<(FuncId, FuncId), u64>,
     sites: HashMap<(FuncId, FuncId, u64), u64>,
+    blocks: blocks::BlockSums,
 }
 
 impl GraphBuilder {
@@ -446,6 +451,7 @@ impl GraphBuilder {
         calls.sort_unstable_by_key(|c| (c.caller, c.callee));
         self.graph.sites = self.kept_sites(&calls);
         self.graph.calls = calls;
+        self.graph.blocks = blocks::sorted(std::mem::take(&mut self.blocks));
         self.graph
     }
 
