@@ -16,6 +16,11 @@ pub struct BlockSamples {
     /// The block's id in the function's `.llvm_bb_addr_map` entry (not its position: ids
     /// survive block reordering, and the cluster file names blocks by them).
     pub block: u32,
+    /// The block's first byte, counted from the function's start, as the block map says
+    /// (so that a model of cache lines needs no binary).
+    pub offset: u64,
+    /// Its length in bytes.
+    pub size: u64,
     pub samples: u64,
 }
 
@@ -34,13 +39,31 @@ impl Graph {
 }
 
 /// The builder's sums by (function, block), kept apart from the graph until `finish`.
-pub(super) type BlockSums = HashMap<(FuncId, u32), u64>;
+pub(super) type BlockSums = HashMap<(FuncId, u32), BlockSum>;
+
+/// A block's place in its function and its samples so far.
+#[derive(Default)]
+pub(super) struct BlockSum {
+    offset: u64,
+    size: u64,
+    samples: u64,
+}
 
 impl GraphBuilder {
-    /// Adds `samples` to block `block` of `func`; sums stop at [`super::MAX_COUNT`].
-    pub fn add_block_samples(&mut self, func: FuncId, block: u32, samples: u64) {
+    /// Adds `samples` to block `block` of `func`, which spans `size` bytes from `offset` in it
+    /// (the last call's place wins); sums stop at [`super::MAX_COUNT`].
+    pub fn add_block_samples(
+        &mut self,
+        func: FuncId,
+        block: u32,
+        offset: u64,
+        size: u64,
+        samples: u64,
+    ) {
         let sum = self.blocks.entry((func, block)).or_default();
-        *sum = capped_sum(*sum, samples);
+        sum.offset = offset;
+        sum.size = size;
+        sum.samples = capped_sum(sum.samples, samples);
     }
 }
 
@@ -48,11 +71,13 @@ impl GraphBuilder {
 pub(super) fn sorted(sums: BlockSums) -> Vec<BlockSamples> {
     let mut blocks: Vec<BlockSamples> = sums
         .into_iter()
-        .filter(|&(_, samples)| samples > 0)
-        .map(|((func, block), samples)| BlockSamples {
+        .filter(|(_, sum)| sum.samples > 0)
+        .map(|((func, block), sum)| BlockSamples {
             func,
             block,
-            samples,
+            offset: sum.offset,
+            size: sum.size,
+            samples: sum.samples,
         })
         .collect();
     blocks.sort_unstable_by_key(|b| (b.func, b.block));
@@ -68,21 +93,21 @@ mod tests {
         let mut b = GraphBuilder::default();
         let f = b.func("f", 64);
         let g = b.func("g", 32);
-        b.add_block_samples(g, 3, 5);
-        b.add_block_samples(f, 2, 1);
-        b.add_block_samples(f, 0, 4);
-        b.add_block_samples(f, 2, 2);
-        b.add_block_samples(g, 1, 0);
+        b.add_block_samples(g, 3, 16, 8, 5);
+        b.add_block_samples(f, 2, 40, 24, 1);
+        b.add_block_samples(f, 0, 0, 12, 4);
+        b.add_block_samples(f, 2, 40, 24, 2);
+        b.add_block_samples(g, 1, 4, 12, 0);
         let graph = b.finish();
-        let of = |id| -> Vec<(u32, u64)> {
+        let of = |id| -> Vec<(u32, u64, u64, u64)> {
             graph
                 .blocks_of(id)
                 .iter()
-                .map(|b| (b.block, b.samples))
+                .map(|b| (b.block, b.offset, b.size, b.samples))
                 .collect()
         };
-        assert_eq!(of(f), [(0, 4), (2, 3)]);
-        assert_eq!(of(g), [(3, 5)]);
+        assert_eq!(of(f), [(0, 0, 12, 4), (2, 40, 24, 3)]);
+        assert_eq!(of(g), [(3, 16, 8, 5)]);
         assert_eq!(graph.blocks().len(), 3);
     }
 }
