@@ -19,6 +19,7 @@ pub const PAGE: u64 = 4096;
 pub struct Geometry {
     /// Capacity: for a TLB, entries × page size.
     pub bytes: u64,
+    /// Associativity: entries per set.
     pub ways: u64,
     /// A page for the TLBs.
     pub line: u64,

@@ -15,7 +15,9 @@ use super::Binary;
 /// Size and code hash of a function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fingerprint {
+    /// The function's size in bytes: two functions of different size never match.
     pub size: u64,
+    /// A 64-bit hash of its instructions (see the module's rules for what it covers).
     pub hash: u64,
 }
 

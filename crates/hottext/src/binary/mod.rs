@@ -31,16 +31,21 @@ pub const HUGE_PAGE: u64 = 2 << 20;
 /// runtime (statically it is a hidden symbol of `.symtab`, dynamically an import).
 pub const RUNTIME_ENTRY: &str = "hottext_hugify_self";
 
+/// A function of the binary: a sized text symbol, and the other names at its address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
+    /// Where its code starts (the symbol's value).
     pub start: StatedAddr,
+    /// Bytes of code (the symbol's size; symbols without one are not functions here).
     pub size: u64,
     /// Canonical name: a global if there is one, else the first local; qualified when ambiguous.
     pub name: String,
+    /// The other symbols at the same address (identical code folded, C++ constructor variants).
     pub aliases: Vec<String>,
 }
 
 impl Function {
+    /// The first address past its code.
     pub fn end(&self) -> StatedAddr {
         // Saturating: a crafted symbol size must not wrap past the address space.
         StatedAddr(self.start.0.saturating_add(self.size))
@@ -50,23 +55,33 @@ impl Function {
 /// A loadable executable segment, for turning file offsets (mmap records) into stated addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExecSegment {
+    /// The segment's first stated address (`p_vaddr`).
     pub start: StatedAddr,
+    /// Bytes of memory it occupies (`p_memsz`).
     pub mem_size: u64,
+    /// Where its bytes begin in the file (`p_offset`).
     pub offset: FileOffset,
+    /// Bytes of it in the file (`p_filesz`).
     pub file_size: u64,
 }
 
+/// An ELF executable or shared library as hottext sees it: functions, segments, build-id,
+/// and whether the runtime is linked in.
 #[derive(Debug)]
 pub struct Binary {
+    /// The file it was read from.
     pub path: PathBuf,
+    /// The GNU build-id note's bytes; `None` when it was linked without one.
     pub build_id: Option<Vec<u8>>,
     /// Position-independent (ET_DYN): loaded at a bias chosen at run time.
     pub is_pie: bool,
+    /// The machine the code is for.
     pub architecture: object::Architecture,
     /// Stated entry point (`e_entry`): with `AT_ENTRY` it gives a process's load bias.
     pub entry: StatedAddr,
     /// Sorted by start address, non-overlapping starts.
     pub functions: Vec<Function>,
+    /// The executable `PT_LOAD` segments, in file order.
     pub exec_segments: Vec<ExecSegment>,
     /// Linked with hottext's runtime: defines or imports [`RUNTIME_ENTRY`] (`-lhottext_auto`,
     /// `-lhottext`, or the shared library).
@@ -91,23 +106,40 @@ impl std::fmt::Debug for FileBytes {
 #[derive(Debug, thiserror::Error)]
 #[error("the profile was taken from build-id {profile}, but {} has build-id {binary}", path.display())]
 pub struct OtherBuild {
+    /// The profile's `build-id` header, in hex.
     pub profile: String,
+    /// The binary's own build-id, in hex.
     pub binary: String,
+    /// The binary.
     pub path: PathBuf,
 }
 
+/// Why a binary could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BinaryError {
+    /// The file could not be opened or read (or is not a regular file).
     #[error("cannot read {path}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// The bytes are not an ELF file, or one `object` cannot parse.
     #[error("{path} is not an ELF file hottext can read: {msg}")]
-    NotElf { path: PathBuf, msg: String },
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint.
+        msg: String,
+    },
+    /// The symbol table is gone, and with it every function's name and extent.
     #[error("{path} has no function symbols (it was stripped?); hottext needs the symbol table: rebuild without -s / strip")]
-    NoSymbols { path: PathBuf },
+    NoSymbols {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 impl Binary {
@@ -214,7 +246,7 @@ impl Binary {
     /// The index in [`Binary::functions`] of the function each name stands for: canonical
     /// names first, then aliases (an alias two functions share names the first). The one way
     /// profile names are found in a binary.
-    pub fn index_by_name(&self) -> foldhash::HashMap<&str, usize> {
+    pub(crate) fn index_by_name(&self) -> foldhash::HashMap<&str, usize> {
         let mut by_name: foldhash::HashMap<&str, usize> = Default::default();
         by_name.reserve(self.functions.len());
         for (i, f) in self.functions.iter().enumerate() {
@@ -230,7 +262,10 @@ impl Binary {
 
     /// Refuses a profile whose `build-id` header names another build than this file's. A
     /// profile or binary without a build-id cannot be checked and passes.
-    pub fn check_profile_build(&self, profile_build_id: Option<&str>) -> Result<(), OtherBuild> {
+    pub(crate) fn check_profile_build(
+        &self,
+        profile_build_id: Option<&str>,
+    ) -> Result<(), OtherBuild> {
         match (profile_build_id, self.build_id_hex()) {
             (Some(theirs), Some(ours)) if theirs != ours => Err(OtherBuild {
                 profile: theirs.to_string(),
@@ -246,6 +281,7 @@ impl Binary {
         profile_build_id.is_some() && profile_build_id == self.build_id_hex().as_deref()
     }
 
+    /// The build-id in lower-case hex, as profiles and the store write it.
     pub fn build_id_hex(&self) -> Option<String> {
         self.build_id.as_deref().map(hex)
     }
@@ -264,6 +300,7 @@ impl Binary {
         self.functions.iter().map(|f| f.size).sum()
     }
 
+    /// The stated address of a defined symbol (a plain name, no `;file` qualifier).
     pub fn symbol(&self, name: &str) -> Option<StatedAddr> {
         self.symbols.get(name).copied()
     }
@@ -355,7 +392,8 @@ pub fn symbol_of(name: &str) -> &str {
     name.split(';').next().unwrap_or(name)
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex digits of `bytes`, two per byte (build-ids, hashes).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

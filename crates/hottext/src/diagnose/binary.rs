@@ -19,7 +19,7 @@ pub const FRAME_POINTERS_KEPT: f64 = 0.5;
 const FRAME_SAMPLE: usize = 4000;
 
 /// Share of the binary's calling functions that set up a frame pointer
-/// ([`Code::frame_use`]: leaves go without one even with `-fno-omit-frame-pointer`); `None`
+/// (`Code::frame_use`: leaves go without one even with `-fno-omit-frame-pointer`); `None`
 /// where the instruction set is not x86-64 or no function calls another.
 pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
     let code = Code::of(binary);
@@ -37,6 +37,7 @@ pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
     (calling > 0).then(|| with as f64 / calling as f64)
 }
 
+/// The binary's checks, in report order.
 pub fn checks(binary: &Binary) -> Vec<Check> {
     let rust = built_by_rustc(binary.bytes());
     let build = |c: &str, cargo: &str| build_remedy(rust, c, cargo);

@@ -16,8 +16,11 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Nothing to do.
     Pass,
+    /// Works, but costs something (a lost huge page, a profile that misses callers).
     Warn,
+    /// Does not work as it stands: the remedy says what to change.
     Fail,
     /// A fact worth knowing that is neither good nor bad.
     Info,
@@ -28,7 +31,9 @@ pub enum Status {
 pub struct Check {
     /// `binary`, `profile`, `front-end`, `huge-pages` or `service`.
     pub area: &'static str,
+    /// What was checked ("build-id", "THP enabled").
     pub name: String,
+    /// How it came out.
     pub status: Status,
     /// What was measured, as the user would say it.
     pub value: String,
@@ -37,6 +42,7 @@ pub struct Check {
 }
 
 impl Check {
+    /// A check without a remedy.
     pub fn new(area: &'static str, name: &str, status: Status, value: impl Into<String>) -> Check {
         Check {
             area,
@@ -47,6 +53,7 @@ impl Check {
         }
     }
 
+    /// Adds the command or change that would help.
     pub fn remedy(mut self, remedy: impl Into<String>) -> Check {
         self.remedy = Some(remedy.into());
         self

@@ -12,7 +12,9 @@ use crate::os::sys::{self, Counters, Zone, THP_DIR as THP};
 /// The THP settings: the selected word of each file (`[madvise]` → `madvise`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Thp {
+    /// `transparent_hugepage/enabled`: `always`, `madvise` or `never`; `None` when unreadable.
     pub enabled: Option<String>,
+    /// `transparent_hugepage/defrag`: whether a fault may stall to compact memory.
     pub defrag: Option<String>,
     /// khugepaged's own defrag switch (0 or 1).
     pub khugepaged_defrag: Option<String>,
@@ -21,19 +23,25 @@ pub struct Thp {
 /// What the system section measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Memory {
+    /// THP settings.
     pub thp: Thp,
+    /// Free blocks of every zone (/proc/buddyinfo).
     pub zones: Vec<Zone>,
     /// Free memory in blocks of order 9 or more, as 2 MiB blocks.
     pub free_2m_blocks: u64,
+    /// Times an allocation stalled to compact memory since boot (/proc/vmstat).
     pub compact_stall: Option<u64>,
+    /// Times such compaction failed to free a block.
     pub compact_fail: Option<u64>,
+    /// Pages in the hugetlb pool (/proc/meminfo `HugePages_Total`).
     pub hugetlb_total: Option<u64>,
+    /// Pages of the pool not in use.
     pub hugetlb_free: Option<u64>,
     /// The pool's page size in KiB (2048; 1048576 for 1 GiB pages).
     pub hugetlb_page_kb: Option<u64>,
 }
 
-pub fn thp() -> Thp {
+fn thp() -> Thp {
     Thp {
         enabled: sys::thp_mode("enabled"),
         defrag: sys::thp_mode("defrag"),
@@ -42,7 +50,7 @@ pub fn thp() -> Thp {
 }
 
 /// Free blocks of order 9 and up, counted in 2 MiB blocks.
-pub fn free_2m_blocks(zones: &[Zone]) -> u64 {
+fn free_2m_blocks(zones: &[Zone]) -> u64 {
     zones
         .iter()
         .flat_map(|z| {
@@ -55,6 +63,7 @@ pub fn free_2m_blocks(zones: &[Zone]) -> u64 {
         .sum()
 }
 
+/// What the system section measures: THP, free 2 MiB blocks, compaction, the hugetlb pool.
 pub fn memory() -> Memory {
     let zones = sys::buddyinfo();
     let vmstat = Counters::vmstat();

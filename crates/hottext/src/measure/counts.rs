@@ -12,6 +12,7 @@ use super::stats::Better;
 /// An event perf could count only part of the time (it shared a counter).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Multiplexed {
+    /// The perf event name.
     pub event: String,
     /// Share (0 to 1) of the run the event was on a counter; perf scaled its value up from it.
     pub enabled_fraction: f64,
@@ -20,9 +21,11 @@ pub struct Multiplexed {
 /// What one run counted. Times are in seconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts {
+    /// Each counted figure's value; times summed over hybrid cores' PMUs and in seconds.
     pub values: BTreeMap<Counter, f64>,
     /// Figures asked for that perf did not count in this run.
     pub not_counted: Vec<Counter>,
+    /// Events that shared a counter, so their values are scaled estimates.
     pub multiplexed: Vec<Multiplexed>,
 }
 
@@ -64,6 +67,7 @@ impl Counts {
         counts
     }
 
+    /// The figure's value; `None` when it was not asked for or not counted.
     pub fn get(&self, counter: Counter) -> Option<f64> {
         self.values.get(&counter).copied()
     }
@@ -74,12 +78,15 @@ impl Counts {
 pub struct Metric {
     /// Stable name for JSON.
     pub key: &'static str,
+    /// Name in tables ("iTLB walks").
     pub label: &'static str,
     /// Unit shown after the label: "s", "" (a count), "/M instr".
     pub unit: &'static str,
+    /// Which direction is an improvement.
     pub better: Better,
     /// The counter a raw figure shows; None for a derived one.
     pub counter: Option<Counter>,
+    /// Computes the figure from one run's counts; `None` when an input is missing.
     pub value: fn(&Counts) -> Option<f64>,
 }
 

@@ -40,7 +40,9 @@ use super::MeasureError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Vendor {
+    /// `GenuineIntel`.
     Intel,
+    /// `AuthenticAMD`, and Hygon's Zen derivative.
     Amd,
     /// Anything else (Arm, other x86): perf's generic events only.
     Other,
@@ -71,23 +73,38 @@ impl Vendor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Counter {
+    /// Elapsed time (`duration_time`).
     WallTime,
+    /// CPU time of the command and its children (`task-clock`).
     TaskClock,
+    /// The command's CPU time in user mode (`user_time`).
     UserTime,
+    /// The command's CPU time in the kernel (`system_time`).
     SystemTime,
+    /// `context-switches`.
     ContextSwitches,
+    /// `page-faults`: minor and major.
     PageFaults,
+    /// Instructions retired: the same on both sides of a pure layout change.
     Instructions,
+    /// Core cycles not halted: the figure a layout change is judged by.
     Cycles,
+    /// Code fetches that missed every iTLB level (page walks).
     ItlbWalks,
+    /// iTLB walks for 4 KiB pages (Intel only).
     ItlbWalks4k,
+    /// iTLB walks for 2 MiB and 4 MiB pages (Intel only).
     ItlbWalks2m,
+    /// L1 iTLB hits on 4 KiB pages (AMD Zen 2+ only).
     ItlbHits4k,
+    /// L1 iTLB hits on 2 MiB pages (AMD Zen 2+ only).
     ItlbHits2m,
+    /// Instruction-cache misses (L1i).
     L1iMisses,
 }
 
 impl Counter {
+    /// The figures perf counts in software, on every machine.
     pub const SOFTWARE: [Counter; 6] = [
         Counter::WallTime,
         Counter::TaskClock,
@@ -96,6 +113,7 @@ impl Counter {
         Counter::ContextSwitches,
         Counter::PageFaults,
     ];
+    /// The figures that need a hardware PMU, probed per machine.
     pub const HARDWARE: [Counter; 8] = [
         Counter::Instructions,
         Counter::Cycles,
@@ -107,6 +125,7 @@ impl Counter {
         Counter::L1iMisses,
     ];
 
+    /// The figure's name in tables and messages ("iTLB walks").
     pub fn label(self) -> &'static str {
         match self {
             Counter::WallTime => "wall time",
@@ -206,6 +225,7 @@ pub enum Probe {
 }
 
 impl Probe {
+    /// How the result reads in `hottext stat`'s list of events it could not count.
     pub fn describe(&self) -> String {
         match self {
             Probe::Counts => "counts".to_string(),
@@ -216,22 +236,28 @@ impl Probe {
     }
 }
 
+/// One candidate event that was tried for a figure and did not count.
 #[derive(Debug, Clone, Serialize)]
 pub struct Tried {
+    /// The perf event name.
     pub event: String,
+    /// What opening it showed.
     pub probe: Probe,
 }
 
 /// A hardware figure no candidate could count.
 #[derive(Debug, Clone, Serialize)]
 pub struct Missing {
+    /// The figure.
     pub counter: Counter,
+    /// Every candidate, in the order tried.
     pub tried: Vec<Tried>,
 }
 
 /// The events to count on this machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct EventPlan {
+    /// The CPU vendor the events were chosen for.
     pub vendor: Vendor,
     /// Hardware figures and the event chosen for each.
     pub hardware: Vec<(Counter, String)>,
@@ -275,7 +301,8 @@ impl EventPlan {
         Ok(plan)
     }
 
-    /// A plan with only software figures (no probing), for tests and `--no-hardware`.
+    /// A plan with only software figures (no probing).
+    #[cfg(test)]
     pub fn software_only() -> EventPlan {
         EventPlan {
             vendor: Vendor::detect(),
@@ -290,6 +317,7 @@ impl EventPlan {
         self.event_of(Counter::Instructions).is_some() || self.event_of(Counter::Cycles).is_some()
     }
 
+    /// The event that counts `counter` here; `None` when this machine has none.
     pub fn event_of(&self, counter: Counter) -> Option<&str> {
         if let Some(e) = counter.software_event() {
             return Some(e);

@@ -25,6 +25,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "status", content = "value")]
 pub enum Value {
+    /// A count (seconds, nanoseconds or events: see the reading's unit).
     Counted(f64),
     /// Never scheduled on a counter, or (time events) nothing counted.
     NotCounted,
@@ -35,7 +36,9 @@ pub enum Value {
 /// One line of `perf stat -x,` output.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Reading {
+    /// The event's name as perf prints it (with a PMU prefix on hybrid CPUs: `cpu_core/cycles/`).
     pub event: String,
+    /// What it counted.
     pub value: Value,
     /// perf's unit: `msec`, `ns`, or empty for a count.
     pub unit: String,
@@ -48,6 +51,7 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// The value, if the event counted.
     pub fn count(&self) -> Option<f64> {
         match self.value {
             Value::Counted(v) => Some(v),
@@ -55,18 +59,24 @@ impl Reading {
         }
     }
 
+    /// Whether perf scaled the value up from part of the run (the event shared a counter).
     pub fn multiplexed(&self) -> bool {
         self.count().is_some() && self.enabled_fraction.is_some_and(|f| f < 0.99995)
     }
 }
 
+/// A `perf stat -x` line that is not a reading.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseError {
+    /// One line does not parse.
     #[error("perf stat output line {line}: {reason}: '{text}'")]
     Line {
+        /// 1-based line number in perf's output.
         line: usize,
+        /// What is wrong with it.
         reason: &'static str,
+        /// The line as perf wrote it.
         text: String,
     },
 }

@@ -27,7 +27,9 @@ const PIPE_GRACE: Duration = Duration::from_secs(1);
 /// `hottext stat`: one command under perf, with its terminal.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatRun {
+    /// The figures this run counted.
     pub counts: Counts,
+    /// perf's readings, one per event, as printed.
     pub readings: Vec<Reading>,
     /// The command's exit code (perf passes it on); None when a signal ended it.
     pub exit_code: Option<i32>,
@@ -37,7 +39,7 @@ pub struct StatRun {
 /// stdin unless that is a terminal, and the given stdout. perf's counts go to a temporary file,
 /// so the command's own output passes through untouched. perf and the command run in a process
 /// group of their own: when `cancel` is set (Ctrl-C, SIGTERM), the group gets SIGINT, perf
-/// writes what it counted, and whatever is still running [`KILL_GRACE`] later is stopped.
+/// writes what it counted, and whatever is still running `KILL_GRACE` later is stopped.
 pub fn stat<S: AsRef<std::ffi::OsStr>>(
     plan: &EventPlan,
     argv: &[S],
@@ -166,7 +168,9 @@ pub(crate) fn read_counts(
 pub struct Captured {
     /// None when it ran past its deadline and was killed.
     pub status: Option<ExitStatus>,
+    /// All the command wrote to stdout.
     pub stdout: String,
+    /// All the command wrote to stderr.
     pub stderr: String,
 }
 

@@ -16,7 +16,7 @@ use super::MeasureError;
 use crate::os::cpus::{self, CpuSet};
 use crate::os::group::Group;
 pub use crate::os::group::Stopped;
-use crate::os::proc::{clock_ticks_per_second, Pid, ProcStat};
+use crate::os::proc::{clock_ticks_per_second, ProcStat};
 
 /// Between two runs of the ready command.
 const READY_POLL: Duration = Duration::from_millis(100);
@@ -60,7 +60,8 @@ impl Server {
         })
     }
 
-    pub fn pid(&self) -> Pid {
+    #[cfg(test)]
+    pub fn pid(&self) -> crate::os::proc::Pid {
         self.group.pid()
     }
 

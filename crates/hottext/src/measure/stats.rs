@@ -34,20 +34,26 @@ pub enum Better {
     Neither,
 }
 
+/// What a comparison concludes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
+    /// The interval lies entirely on the better side of 1.
     BBetter,
+    /// The interval lies entirely on the worse side of 1.
     BWorse,
     /// B's value is higher, for a metric that is neither better nor worse higher.
     BHigher,
+    /// B's value is lower, for a metric that is neither better nor worse lower.
     BLower,
+    /// The interval contains 1.
     NoSignificantDifference,
     /// No ratio: A counted zero in a round where B did not.
     Undetermined,
 }
 
 impl Verdict {
+    /// The verdict as the report's tables print it.
     pub fn describe(self) -> &'static str {
         match self {
             Verdict::BBetter => "B better",
@@ -63,8 +69,11 @@ impl Verdict {
 /// The median of the per-round ratios and its interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RatioInterval {
+    /// The median of the per-round B/A ratios.
     pub median: f64,
+    /// The interval's lower bound.
     pub low: f64,
+    /// The interval's upper bound.
     pub high: f64,
     /// The interval's actual coverage (at least [`CONFIDENCE`]; order statistics give steps).
     pub coverage: f64,
@@ -85,13 +94,17 @@ impl RatioInterval {
 /// One metric compared.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// The median of A's values.
     pub median_a: f64,
+    /// The median of B's values.
     pub median_b: f64,
     /// None when a ratio is undefined (A is zero in some round and B is not).
     pub ratio: Option<RatioInterval>,
+    /// What the interval says.
     pub verdict: Verdict,
-    /// Rounds in which B's value was below A's, and above.
+    /// Rounds in which B's value was below A's.
     pub rounds_b_lower: usize,
+    /// Rounds in which B's value was above A's.
     pub rounds_b_higher: usize,
 }
 

@@ -31,7 +31,7 @@ const TERMINATING: [libc::c_int; 12] = [
     libc::SIGSTKFLT,
 ];
 
-/// Turns every catchable terminating signal ([`TERMINATING`]) into a flag (instead of ending the
+/// Turns every catchable terminating signal (`TERMINATING`) into a flag (instead of ending the
 /// process) and returns it.
 pub fn on_interrupt() -> &'static AtomicBool {
     for signal in TERMINATING {

@@ -14,6 +14,7 @@ use std::process::Command;
 pub struct CpuSet(BTreeSet<u32>);
 
 impl CpuSet {
+    /// The set of one CPU.
     pub fn one(cpu: u32) -> CpuSet {
         CpuSet(BTreeSet::from([cpu]))
     }
@@ -38,18 +39,23 @@ impl CpuSet {
         Some(CpuSet(set))
     }
 
+    /// How many CPUs the set has.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether the set has no CPU.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: u32) -> bool {
         self.0.contains(&cpu)
     }
 
+    /// Whether every CPU of `other` is in this set.
+    #[cfg(test)]
     pub fn is_superset(&self, other: &CpuSet) -> bool {
         self.0.is_superset(&other.0)
     }
@@ -59,6 +65,8 @@ impl CpuSet {
         self.0.iter().copied()
     }
 
+    /// The one CPU of a single-CPU set.
+    #[cfg(test)]
     pub fn only(&self) -> Option<u32> {
         match self.0.len() {
             1 => self.0.first().copied(),
@@ -114,7 +122,7 @@ impl fmt::Display for CpuSet {
 }
 
 /// The CPUs that are online now.
-pub fn online() -> io::Result<CpuSet> {
+pub(crate) fn online() -> io::Result<CpuSet> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
     CpuSet::parse(&text).ok_or_else(|| {
         io::Error::other(format!(
@@ -190,12 +198,12 @@ pub(crate) fn pin_command(cmd: &mut Command, set: &CpuSet) {
 
 /// Every thread of a process pinned to one CPU, with their previous affinities to put back.
 #[derive(Debug)]
-pub struct Pinned {
+pub(crate) struct Pinned {
     before: Vec<(i32, CpuSet)>,
 }
 
 /// Pins every thread of `pid` to `cpu`; threads it starts later inherit the pinning.
-pub fn pin(pid: Pid, cpu: u32) -> io::Result<Pinned> {
+pub(crate) fn pin(pid: Pid, cpu: u32) -> io::Result<Pinned> {
     let target = CpuSet::one(cpu);
     let mut pinned = Pinned { before: Vec::new() };
     for tid in threads(pid)? {

@@ -6,11 +6,11 @@
 pub mod cancel;
 pub mod cpus;
 pub mod files;
-pub mod group;
+pub(crate) mod group;
 pub mod huge_heap;
-pub mod mappings;
+pub(crate) mod mappings;
 pub mod proc;
-pub mod scope;
+pub(crate) mod scope;
 pub mod shell;
-pub mod sys;
-pub mod watchdog;
+pub(crate) mod sys;
+pub(crate) mod watchdog;

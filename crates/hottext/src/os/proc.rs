@@ -1,6 +1,6 @@
 //! Processes as `/proc/PID` shows them: one reader of `/proc/PID/stat`, process trees, CPU time,
 //! `status` fields, the executable, cgroups and the text of `maps`; their memory mappings are
-//! in [`super::mappings`].
+//! in `os::mappings`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,10 +10,14 @@ pub type Pid = libc::pid_t;
 
 /// One line of `/proc/PID/stat`, the fields hottext uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
+    /// The process.
     pub pid: Pid,
+    /// Its parent.
     pub ppid: Pid,
+    /// Its process group.
     pub pgrp: Pid,
+    /// `R` running, `S` sleeping, `Z` zombie, … (proc(5)).
     pub state: char,
     /// CPU time of the process itself (utime + stime), in clock ticks.
     pub own_ticks: u64,
@@ -48,7 +52,7 @@ pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
 }
 
 /// The stat line of process `pid`, if it exists.
-pub fn stat(pid: Pid) -> Option<ProcStat> {
+pub(crate) fn stat(pid: Pid) -> Option<ProcStat> {
     parse_stat(&std::fs::read_to_string(path(pid, "stat")).ok()?)
 }
 
@@ -61,8 +65,11 @@ pub fn exists(pid: Pid) -> bool {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read {path} (is process {pid} running, and may we read it?)")]
 pub struct ProcFileError {
+    /// The process.
     pub pid: Pid,
+    /// The file that could not be read.
     pub path: PathBuf,
+    /// The operating system's error.
     #[source]
     pub source: io::Error,
 }
@@ -125,7 +132,7 @@ pub(crate) fn context_switches(pid: Pid) -> u64 {
 /// One line of `/proc/PID/cgroup`: `0::/system.slice/db.service` (v2, no controllers) or
 /// `4:memory:/user.slice` (v1).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cgroup {
+pub(crate) struct Cgroup {
     /// The v1 controllers, comma-separated; empty for the v2 hierarchy.
     pub controllers: String,
     /// The group's path below the hierarchy's root.
@@ -133,7 +140,7 @@ pub struct Cgroup {
 }
 
 /// The cgroups of `pid`, in the file's order (empty when it cannot be read).
-pub fn cgroups(pid: Pid) -> Vec<Cgroup> {
+pub(crate) fn cgroups(pid: Pid) -> Vec<Cgroup> {
     let text = std::fs::read_to_string(path(pid, "cgroup")).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
@@ -154,17 +161,17 @@ pub(crate) fn fd_path(file: &impl std::os::fd::AsRawFd) -> PathBuf {
 }
 
 /// The text of `/proc/PID/maps` (one `start-end perms offset dev inode path` line a mapping).
-pub fn maps(pid: Pid) -> Option<String> {
+pub(crate) fn maps(pid: Pid) -> Option<String> {
     std::fs::read_to_string(path(pid, "maps")).ok()
 }
 
 /// The text of `/proc/PID/numa_maps` (a mapping's start address, then `N0=12`-style counts).
-pub fn numa_maps(pid: Pid) -> Option<String> {
+pub(crate) fn numa_maps(pid: Pid) -> Option<String> {
     std::fs::read_to_string(path(pid, "numa_maps")).ok()
 }
 
 /// Every process now (those that exit while we read are skipped).
-pub fn processes() -> Vec<ProcStat> {
+pub(crate) fn processes() -> Vec<ProcStat> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -173,7 +180,7 @@ pub fn processes() -> Vec<ProcStat> {
 }
 
 /// `root`, its descendants, and the members of its process group.
-pub fn tree(all: &[ProcStat], root: Pid) -> Vec<ProcStat> {
+pub(crate) fn tree(all: &[ProcStat], root: Pid) -> Vec<ProcStat> {
     let mut inside: Vec<Pid> = vec![root];
     let mut i = 0;
     while i < inside.len() {

@@ -35,7 +35,9 @@ pub(crate) fn thp_value(name: &str) -> Option<String> {
 /// One zone's line of /proc/buddyinfo.
 #[derive(Debug, Clone, Serialize)]
 pub struct Zone {
+    /// The NUMA node.
     pub node: u32,
+    /// The zone's name (`DMA32`, `Normal`).
     pub zone: String,
     /// Free blocks of each order (order k is 2^k pages of 4 KiB).
     pub free: Vec<u64>,
@@ -144,6 +146,7 @@ pub fn hostname() -> io::Result<String> {
 }
 
 /// The names of the performance-monitoring units the kernel has (`cpu`, `software`, …).
+#[cfg(test)]
 pub fn pmus() -> io::Result<Vec<String>> {
     std::fs::read_dir("/sys/bus/event_source/devices")?
         .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))

@@ -22,6 +22,7 @@ const NAMES_PER_PAGE: usize = 3;
 /// One binary's text, page by page.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeatMap {
+    /// What the map is of (a file name, "before", "after").
     pub title: String,
     /// The stated address of page 0 (2 MiB aligned, so that rows are 2 MiB pages).
     pub base: StatedAddr,
@@ -36,6 +37,7 @@ pub struct HeatMap {
     pub names: Vec<(u64, Vec<(String, f64)>)>,
     /// Pages for 99 % of the samples.
     pub pages_99: u64,
+    /// Samples in all pages.
     pub samples: u64,
 }
 

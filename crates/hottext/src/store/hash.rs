@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 pub struct ObjectHash([u8; 32]);
 
 impl ObjectHash {
+    /// The hash of `bytes`.
     pub fn of(bytes: &[u8]) -> ObjectHash {
         ObjectHash(Sha256::digest(bytes).into())
     }
@@ -30,7 +31,9 @@ impl fmt::Display for ObjectHash {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("'{text}' is not an object hash: {msg} (expected sha256: and 64 hex digits)")]
 pub struct BadHash {
+    /// The text as given.
     pub text: String,
+    /// What is wrong with it (a missing digit, a non-hex one).
     pub msg: &'static str,
 }
 

@@ -33,6 +33,7 @@ use super::ObjectHash;
 /// The first line of every meta file.
 pub(crate) const MAGIC: &str = "# hottext profile meta v1";
 
+/// What a meta file says: which stored profile the build uses, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Meta {
     /// The profile's name in the store: the SHA-256 of its bytes.
@@ -46,8 +47,10 @@ pub struct Meta {
     pub format: String,
     /// Samples of the binary in the recording this profile adds (before merging).
     pub samples: u64,
+    /// When the recording began.
     #[serde(serialize_with = "rfc3339")]
     pub window_start: SystemTime,
+    /// When the recording ended.
     #[serde(serialize_with = "rfc3339")]
     pub window_end: SystemTime,
     /// Build-id (hex) of the binary that was profiled, if it had one.
@@ -56,24 +59,46 @@ pub struct Meta {
     pub binary_version: String,
 }
 
+/// Why a meta file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MetaError {
+    /// The file could not be read.
     #[error("cannot read meta file {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The meta file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The first line is not the meta file's magic line.
     #[error("{path} is not a hottext meta file: it does not start with '{MAGIC}'")]
-    NotMeta { path: PathBuf },
+    NotMeta {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A line is not `key: value`, or its value does not parse.
     #[error("{path}, line {line}: {msg}")]
     Malformed {
+        /// The meta file.
         path: PathBuf,
+        /// 1-based line number.
         line: usize,
+        /// What is wrong with the line.
         msg: String,
     },
+    /// A required key has no line.
     #[error("{path} lacks the '{key}' line")]
-    Missing { path: PathBuf, key: &'static str },
+    Missing {
+        /// The meta file.
+        path: PathBuf,
+        /// The key (`object`, `store`, …).
+        key: &'static str,
+    },
 }
 
 impl Meta {
+    /// Reads and parses the meta file at `path`.
     pub fn read(path: &Path) -> Result<Meta, MetaError> {
         let text = std::fs::read_to_string(path).map_err(|source| MetaError::Io {
             path: path.into(),

@@ -38,7 +38,7 @@ mod local;
 pub mod meta;
 #[cfg(feature = "remote")]
 mod remote;
-pub mod uploads;
+pub(crate) mod uploads;
 
 use std::collections::HashSet;
 use std::io;
@@ -98,29 +98,54 @@ pub struct Store {
     backend: Box<dyn Backend>,
 }
 
+/// Why a store operation failed; every message names the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// The store's URL names no backend this build has, or is malformed.
     #[error("store URL '{url}': {msg}")]
-    BadUrl { url: String, msg: String },
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// No object has this hash.
     #[error("store {store} has no object {hash}")]
-    Missing { hash: ObjectHash, store: String },
+    Missing {
+        /// The hash asked for.
+        hash: ObjectHash,
+        /// The store's URL.
+        store: String,
+    },
+    /// The object's bytes do not hash to its name.
     #[error("store object {hash} in {store} is corrupt: its content hashes to {actual}; put the profile again (a put replaces a damaged object) or re-run the pipeline")]
     Corrupt {
+        /// The object's name.
         hash: ObjectHash,
+        /// The hash of the bytes read.
         actual: ObjectHash,
+        /// The store's URL.
         store: String,
     },
+    /// A file operation of a directory store failed.
     #[error("store {store}: cannot {what}: {source}")]
     Io {
+        /// The store's URL.
         store: String,
+        /// The operation, as a verb phrase (`delete PATH`).
         what: String,
+        /// The operating system's error.
         source: io::Error,
     },
+    /// A request to a remote store failed.
     #[error("store {store}: cannot {what}: {source}")]
     Remote {
+        /// The store's URL.
         store: String,
+        /// The operation, as a verb phrase.
         what: String,
+        /// The client's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
@@ -136,8 +161,10 @@ impl StoreError {
 /// What [`Store::put`] did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Put {
+    /// The object's name: the SHA-256 of its bytes.
     #[serde(serialize_with = "display")]
     pub hash: ObjectHash,
+    /// Bytes of the object.
     pub size: u64,
     /// The object was there already (same hash, intact), so nothing was written.
     pub existed: bool,
@@ -146,8 +173,10 @@ pub struct Put {
 /// One object in [`Store::list`].
 #[derive(Debug, Clone, Serialize)]
 pub struct Object {
+    /// The object's name.
     #[serde(serialize_with = "display")]
     pub hash: ObjectHash,
+    /// Bytes of the object.
     pub size: u64,
     /// Seconds since the Unix epoch, when the backend knows.
     pub modified: Option<u64>,
@@ -156,10 +185,13 @@ pub struct Object {
 /// What [`Store::gc`] removed (or would remove, on a dry run) and kept.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GcReport {
+    /// The objects removed (or that would be).
     pub deleted: Vec<Object>,
+    /// Objects kept because the meta file refers to them.
     pub kept_referenced: usize,
     /// Unreferenced, but younger than the minimum age: perhaps a run that has not committed yet.
     pub kept_young: usize,
+    /// Nothing was deleted: `deleted` is what would have been.
     pub dry_run: bool,
 }
 
@@ -186,6 +218,7 @@ impl Store {
         })
     }
 
+    /// The URL or directory the store was opened with.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -255,6 +288,7 @@ impl Store {
         Ok(objects)
     }
 
+    /// Removes the object; removing one that is not there is not an error.
     pub fn delete(&self, hash: &ObjectHash) -> Result<(), StoreError> {
         self.backend.delete(&object_key(hash))
     }

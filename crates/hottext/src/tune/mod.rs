@@ -23,10 +23,13 @@ use restore::{Lock, Recovered, Restore};
 pub struct Plan {
     /// `ab`'s set-up: the command (or server) is `command`; `a`, `b` and `runs` are set here.
     pub ab: Config,
+    /// The command (or server) every trial runs on both sides (`sh -c`).
     pub command: String,
+    /// The knobs to try, in order.
     pub knobs: Vec<Knob>,
     /// Rounds of a first comparison; doubled while it is inconclusive, up to `max_runs`.
     pub min_runs: usize,
+    /// The most rounds one comparison may take.
     pub max_runs: usize,
     /// An effect smaller than this (0.02: 2 %) is not worth having: an interval inside
     /// 1 ± min_effect ends a comparison as hopeless.
@@ -34,26 +37,33 @@ pub struct Plan {
     /// No knob's comparison starts after this long; the confirmation of the winners found by
     /// then still runs, since a configuration is applied only once confirmed.
     pub budget: Duration,
+    /// Where the restore file and the lock live, so that a crashed run's settings are put back.
     pub state_dir: PathBuf,
 }
 
 /// One comparison: a knob's setting against its current one.
 #[derive(Debug, Clone, Serialize)]
 pub struct Trial {
+    /// The knob's name (`all` for the confirmation).
     pub knob: String,
+    /// The setting tried, as `tune --help` names it.
     pub setting: String,
     /// B/A of the headline figure and its interval.
     pub ratio: Option<(f64, f64, f64)>,
+    /// What the comparison concluded for the headline figure.
     pub verdict: Verdict,
+    /// Rounds run.
     pub runs: usize,
     /// Why it stopped: `significant`, `hopeless`, `max-runs` or `budget`.
     pub stopped: &'static str,
 }
 
+/// The result of `hottext tune`: every comparison, the winners, and what to apply.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     /// The figure judged by (the headline of `ab`).
     pub metric: String,
+    /// Every knob's comparison, in the order run.
     pub trials: Vec<Trial>,
     /// Knobs not available here, and why.
     pub unavailable: Vec<(String, String)>,
@@ -70,19 +80,31 @@ pub struct Report {
     pub recovered_gone: Vec<PathBuf>,
 }
 
+/// Why tuning could not run or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
+    /// A comparison failed.
     #[error(transparent)]
     Measure(#[from] MeasureError),
+    /// The record of changed settings could not be written, so no setting is changed.
     #[error("cannot keep the restore file in {dir}: {source}")]
     Restore {
+        /// The state directory.
         dir: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// Another run holds a lock this one needs (the message says which).
     #[error("{0}")]
     Busy(std::io::Error),
+    /// A knob would change a system setting, and there is no state directory to record it in.
     #[error("the knobs change system settings ({files}), which needs the state directory {dir}: run as root, or give --state-dir DIR")]
-    NoStateDir { dir: PathBuf, files: String },
+    NoStateDir {
+        /// The state directory that could not be used.
+        dir: PathBuf,
+        /// The files the knobs would write, comma-separated.
+        files: String,
+    },
 }
 
 /// Tunes; `progress` hears each comparison as it starts. `lock` is the state directory's,

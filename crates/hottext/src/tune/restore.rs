@@ -225,7 +225,7 @@ impl Restore {
 
     /// Locks `files` (those that exist) against other runs and records their current values in
     /// `state_dir` before any of them changes. With no files, nothing is written.
-    pub fn save(state_dir: &Path, _held: &Lock, files: &[&Path]) -> io::Result<Restore> {
+    pub(crate) fn save(state_dir: &Path, _held: &Lock, files: &[&Path]) -> io::Result<Restore> {
         let held = hold(files)?;
         let mut saved = Vec::new();
         for &file in files {

@@ -9,12 +9,19 @@ use crate::binary::{Binary, StatedAddr, HOT_END, HOT_START, HUGE_PAGE};
 use crate::link::{HotText, Plan};
 use crate::listing::some_of;
 
+/// What `hottext verify` found in a binary: the hot range, its alignment, what it holds, and
+/// how many of its pages the runtime can map.
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTextReport {
+    /// The binary's path.
     pub binary: String,
+    /// `__hot_start`; `None` when the binary lacks the marker.
     pub start: Option<StatedAddr>,
+    /// `__hot_end`'s stated address; `None` when the binary lacks the marker.
     pub end: Option<u64>,
+    /// Bytes from `__hot_start` to `__hot_end` (0 without both markers).
     pub size: u64,
+    /// `__hot_start` is a multiple of 2 MiB, as the layout asks.
     pub start_aligned_2m: bool,
     /// `__hot_start`'s file offset is a multiple of 2 MiB too, so the kernel can map the file
     /// itself with 2 MiB pages; otherwise the runtime copies the text to anonymous huge pages.
@@ -41,6 +48,7 @@ pub struct HotTextReport {
 }
 
 impl HotTextReport {
+    /// Whether the check found no problem.
     pub fn passed(&self) -> bool {
         self.problems.is_empty()
     }
@@ -156,7 +164,7 @@ const MISSING_ADVICE: &str = "; check that the objects were compiled with -ffunc
 
 /// The whole 2 MiB pages of `binary`'s hot range the runtime can map, as `[start, end)`; none
 /// without both markers or without such a page. The simulation puts these on 2 MiB pages.
-pub fn mappable_hot_pages(binary: &Binary) -> Option<(StatedAddr, StatedAddr)> {
+pub(crate) fn mappable_hot_pages(binary: &Binary) -> Option<(StatedAddr, StatedAddr)> {
     let (StatedAddr(s), StatedAddr(e)) = binary.hot_range()?;
     let (a, b) = mappable_span(binary, s, e)?;
     (b > a).then_some((StatedAddr(a), StatedAddr(b)))

@@ -4,6 +4,7 @@ mod binary;
 mod planned;
 mod process;
 
-pub use binary::{check_binary, mappable_hot_pages, HotTextReport};
-pub use planned::{compare_with_plan, PlanReport};
+pub(crate) use binary::mappable_hot_pages;
+pub use binary::{check_binary, HotTextReport};
+pub use planned::PlanReport;
 pub use process::{check_process, Backing, PageReport, ProcessError, ProcessReport};

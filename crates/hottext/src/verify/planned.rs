@@ -33,7 +33,7 @@ pub struct PlanReport {
 }
 
 /// Compares the functions whose first byte lies in `[start, end)` with `plan`.
-pub fn compare_with_plan(
+pub(crate) fn compare_with_plan(
     binary: &Binary,
     (start, end): (StatedAddr, StatedAddr),
     plan: &Plan,

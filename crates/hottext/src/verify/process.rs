@@ -5,7 +5,7 @@
 //! stays right after the runtime has replaced the text mapping with anonymous memory.
 //! The process's mappings say how many bytes of each are huge (`AnonHugePages`,
 //! `FilePmdMapped`, hugetlb); where a mapping is only partly huge, its frames (root only) tell
-//! which 2 MiB pages are. [`crate::os::mappings`] reads all three.
+//! which 2 MiB pages are. `os::mappings` reads all three.
 
 use serde::Serialize;
 
@@ -16,15 +16,24 @@ use crate::link::RangesFile;
 use crate::os::mappings::{entry_point, smaps, Frames};
 use crate::os::proc::{self, Pid, ProcFileError};
 
+/// Why a process could not be checked (as opposed to a check that failed).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProcessError {
+    /// A file of `/proc/PID` could not be read: the process is gone, or not ours to read.
     #[error(transparent)]
     Proc(#[from] ProcFileError),
+    /// The process's executable could not be read.
     #[error(transparent)]
     Binary(#[from] BinaryError),
+    /// The process has no hot range to check, or the ranges file is for another build.
     #[error("process {pid}: {msg}")]
-    Layout { pid: Pid, msg: String },
+    Layout {
+        /// The process.
+        pid: Pid,
+        /// What is missing or does not match.
+        msg: String,
+    },
 }
 
 /// What backs one 2 MiB page of the hot range.
@@ -47,24 +56,34 @@ impl Backing {
     }
 }
 
+/// One 2 MiB page of a process's hot range.
 #[derive(Debug, Clone, Serialize)]
 pub struct PageReport {
     /// Where the 2 MiB page is in the process.
     pub address: RuntimeAddr,
+    /// What backs it.
     pub backing: Backing,
     /// The mapping's name in /proc/PID/maps (a path, or empty for anonymous memory).
     pub mapping: String,
 }
 
+/// What `hottext verify --pid` found: where the hot range is in the process and what backs
+/// each of its 2 MiB pages.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessReport {
+    /// The process checked.
     pub pid: Pid,
+    /// Its executable (`/proc/PID/exe`).
     pub executable: String,
+    /// Where the executable is loaded: runtime address minus stated address.
     pub load_bias: LoadBias,
     /// Where the markers are in the process.
     pub hot_start: RuntimeAddr,
+    /// The first address past the hot range in the process.
     pub hot_end: RuntimeAddr,
+    /// Each 2 MiB page the range touches, in address order.
     pub pages: Vec<PageReport>,
+    /// How many of those are on huge pages.
     pub huge_pages: usize,
     /// Why the check failed: each 2 MiB page of the hot range that is not on a huge page. Empty
     /// when it passed, that is when the whole range is on huge pages.
@@ -72,6 +91,7 @@ pub struct ProcessReport {
 }
 
 impl ProcessReport {
+    /// Whether the whole hot range is on huge pages.
     pub fn passed(&self) -> bool {
         self.problems.is_empty()
     }

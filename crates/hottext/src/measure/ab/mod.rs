@@ -9,7 +9,7 @@
 //!    service, everything on the CPU the server is pinned to while the load command runs
 //!    (`-a -C N`). The server's CPU time comes from `/proc`; the service metrics from the
 //!    command's (or the load's) output.
-//! 4. Every metric present in every run is compared with [`stats::compare`]: medians of A and
+//! 4. Every metric present in every run is compared with [`super::stats::compare`]: medians of A and
 //!    B, the median of the per-round B/A ratios and its 95 % interval, and a verdict.
 //! 5. Noise checks: intervals wider than ±5 %, counters that were multiplexed, CPU frequency
 //!    that moved (sysfs `scaling_cur_freq`, or cycles per task-clock second).
@@ -42,9 +42,12 @@ pub(crate) const FREQUENCY_DRIFT: f64 = 0.05;
 /// means A and B do different work.
 pub(crate) const INSTRUCTIONS_TOLERANCE: f64 = 0.001;
 
+/// Which of the two commands (or servers) compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Side {
+    /// The baseline.
     A,
+    /// The candidate, compared against A.
     B,
 }
 
@@ -53,6 +56,7 @@ pub enum Side {
 pub struct Service {
     /// Exits 0 once the server answers; run with `sh -c` every 100 ms.
     pub ready: String,
+    /// How long `ready` may keep failing before the run is abandoned.
     pub ready_timeout: Duration,
     /// The load against the server; its run is what is counted.
     pub load: String,
@@ -85,18 +89,26 @@ pub fn is_counted_key(name: &str) -> bool {
 /// A number the command prints, e.g. its throughput: group 1 of `pattern` (or the whole match).
 #[derive(Debug, Clone)]
 pub struct ServiceMetric {
+    /// The regular expression; group 1, if it has one, is the number.
     pub pattern: Regex,
+    /// The row's key and label in the report (unique; not a counted figure's key).
     pub name: String,
+    /// Which direction is an improvement.
     pub better: Better,
 }
 
+/// What `hottext ab` compares, and how.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Commands, or with `service` the servers' commands (all run with `sh -c`).
     pub a: String,
+    /// Command or server B.
     pub b: String,
+    /// Measured rounds (each runs A once and B once).
     pub runs: usize,
+    /// Rounds run first and dropped.
     pub warmup: usize,
+    /// Present for the service form: a server per side, loaded by a separate command.
     pub service: Option<Service>,
     /// Numbers the runs print (throughput, latency percentiles), in report order; the first
     /// is the headline. Names are unique.
@@ -129,13 +141,17 @@ impl Config {
 pub struct RunRecord {
     /// 0-based; warm-up rounds are numbered separately.
     pub round: usize,
+    /// Whether this was a warm-up run, whose figures are dropped.
     pub warmup: bool,
+    /// Which command ran.
     pub side: Side,
+    /// What perf counted.
     pub counts: Counts,
     /// Service form: CPU seconds of the server's process tree during the load.
     pub server_cpu_seconds: Option<f64>,
     /// The values of `Config::metrics`, in the same order.
     pub metrics: Vec<f64>,
+    /// The `--expect-same` match (group 1), if a pattern was given.
     pub same: Option<String>,
     /// Mean `scaling_cur_freq` of the counted CPUs when the run started, if sysfs has it.
     pub mhz: Option<f64>,
@@ -146,29 +162,48 @@ pub struct RunRecord {
 /// One metric across the measured rounds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// Stable name for JSON: a metric's key or a service metric's name.
     pub key: String,
+    /// Name in tables.
     pub label: String,
+    /// Unit shown after the label: "s", "" (a count), "/M instr".
     pub unit: String,
+    /// Which direction is an improvement.
     pub better: Better,
+    /// A's value in each measured round.
     pub a: Vec<f64>,
+    /// B's value in each measured round.
     pub b: Vec<f64>,
+    /// Medians, the B/A ratio's interval and the verdict.
     pub comparison: Comparison,
 }
 
+/// The result of `hottext ab`: every metric's comparison, the checks, and every run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// `commands` or `service`.
     pub form: &'static str,
+    /// Command or server A.
     pub a: String,
+    /// Command or server B.
     pub b: String,
+    /// Measured rounds.
     pub runs: usize,
+    /// Warm-up rounds (dropped).
     pub warmup: usize,
+    /// The server's CPU (service form).
     pub cpu: Option<u32>,
+    /// Confidence level of the intervals (0.95).
     pub confidence: f64,
     /// 1-based ranks of the ratios that bound the intervals, and their exact coverage.
     pub interval_ranks: (usize, usize),
+    /// Coverage of that interval: at least `confidence`, exact for any distribution.
     pub interval_coverage: f64,
+    /// Whether instructions or cycles were counted.
     pub hardware_pmu: bool,
+    /// The events counted and those this machine lacks.
     pub events: EventPlan,
+    /// One row per metric every run has, in report order.
     pub rows: Vec<Row>,
     /// The row to judge by: the first service metric, else cycles, else CPU time, else wall time.
     pub headline: Option<String>,
@@ -179,14 +214,17 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// What could not be checked.
     pub notes: Vec<String>,
+    /// Every run, warm-up included, in the order run.
     pub records: Vec<RunRecord>,
 }
 
 impl Report {
+    /// Whether the runs printed different `--expect-same` text (a failed check).
     pub fn outputs_differ(&self) -> bool {
         self.same_outputs.len() > 1
     }
 
+    /// The row of the metric with this key.
     pub fn row(&self, key: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.key == key)
     }

@@ -38,14 +38,18 @@ const PER_MILLION: &str = "per M instr";
 /// The placeholder the commands use for the offset.
 pub(crate) const OFFSET_PLACEHOLDER: &str = "{offset}";
 
+/// What a simulated A/B comparison (`hottext ab --simulate`) runs.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// Commands, or with `service` the servers' commands (all run with `sh -c`).
     pub a: String,
+    /// Command or server B.
     pub b: String,
     /// The command form's baselines (the same program doing less work).
     pub baseline_a: Option<String>,
+    /// A's baseline command.
     pub baseline_b: Option<String>,
+    /// B's baseline command.
     pub service: Option<Service>,
     /// The service form's baseline load; none means start, ready, stop.
     pub baseline_load: Option<String>,
@@ -55,7 +59,8 @@ pub struct SimConfig {
     pub checks: Checks,
     /// The name of the count of work, for the per-unit rows (`instructions-per-NAME`).
     pub work_name: String,
-    /// Simulations at once (see [`super::jobs`]); 1 runs them one after another.
+    /// Simulations at once, each an (offset, side) pair; 1 runs them one after another. A
+    /// service runs in parallel only when its commands name `{slot}`.
     pub jobs: usize,
     /// The CPUs the servers of parallel jobs are pinned to, one per job slot, the service's
     /// own CPU first.
@@ -77,16 +82,22 @@ impl SimConfig {
 /// One side at one offset.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimRecord {
+    /// The start offset of the hot range this run used.
     pub offset: u64,
+    /// Which command ran.
     pub side: Side,
+    /// Its simulated counts per model.
     pub simulated: Simulated,
 }
 
 /// A value's median and range over the offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Spread {
+    /// The median.
     pub median: f64,
+    /// The smallest value.
     pub min: f64,
+    /// The largest value.
     pub max: f64,
 }
 
@@ -103,28 +114,41 @@ impl Spread {
 /// One figure compared.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimRow {
+    /// Stable name for JSON.
     pub key: String,
+    /// Name in tables.
     pub label: String,
+    /// Unit shown after the label (`per M instr`, or empty for a count).
     pub unit: &'static str,
+    /// A's value over the offsets.
     pub a: Spread,
+    /// B's value over the offsets.
     pub b: Spread,
     /// B/A at each offset, summarised.
     pub ratio: Option<Spread>,
+    /// B better or worse only when every offset agrees (see the module's verdict rule).
     pub verdict: Verdict,
 }
 
+/// The result of a simulated comparison: every figure's spread and verdict, and every run.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimReport {
+    /// The structures simulated.
     pub models: Vec<Model>,
+    /// The hot-range start offsets, one round each.
     pub offsets: Vec<u64>,
+    /// Whether baselines were subtracted, so the figures leave out start-up.
     pub startup_cancelled: bool,
+    /// One row per figure, in report order.
     pub rows: Vec<SimRow>,
     /// With --expect-same: each text the measured runs printed, and in how many runs.
     pub same_outputs: BTreeMap<String, usize>,
+    /// Every simulated side at every offset, in the order run.
     pub records: Vec<SimRecord>,
 }
 
 impl SimReport {
+    /// Whether the runs printed different `--expect-same` text (a failed check).
     pub fn outputs_differ(&self) -> bool {
         self.same_outputs.len() > 1
     }

@@ -1,7 +1,7 @@
 //! Simulated instruction-TLB and i-cache misses, for machines without a hardware PMU (most
 //! cloud VMs): the command, or the server under its load, runs under valgrind's cachegrind once
 //! per modelled structure ([`models`]; both iTLB levels with the hot range on 2 MiB pages in one
-//! run, made only for an executable with such a range: [`hot_range`]), and every process it
+//! run, made only for an executable with such a range: `hot_range`), and every process it
 //! starts is counted (`--trace-children=yes`). Instruction counts under valgrind are exact, so a pure layout
 //! change shows the same instructions on both sides.
 //!
@@ -17,7 +17,7 @@ mod cachegrind;
 mod checks;
 pub mod compare;
 mod hot_range;
-pub mod jobs;
+mod jobs;
 mod lifetime;
 pub mod models;
 
@@ -49,14 +49,19 @@ const HUGE_PAGES_RUN: &str = "itlb-huge";
 pub enum Workload<'a> {
     /// A command (with `sh -c`) and its optional baseline command.
     Command {
+        /// The command.
         command: &'a str,
+        /// The same program doing less work, whose counts are subtracted.
         baseline: Option<&'a str>,
     },
     /// A server under `service.load`; its baseline is a lifetime under `baseline_load`, or
     /// with no load at all.
     Service {
+        /// The server's command.
         server: &'a str,
+        /// Readiness check, load, pinning and stop timeout.
         service: &'a Service,
+        /// The lighter load of the baseline lifetime.
         baseline_load: Option<&'a str>,
     },
 }
@@ -64,8 +69,11 @@ pub enum Workload<'a> {
 /// One structure's figures for one workload, net of the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelCounts {
+    /// The model's key ([`Model::key`]).
     pub key: &'static str,
+    /// Instructions executed, net of the baseline's.
     pub instructions: u64,
+    /// Simulated misses of the model's structure, net of the baseline's.
     pub misses: u64,
     /// Processes that wrote counts in the measured run (the baseline's not included).
     pub processes: usize,
@@ -76,6 +84,7 @@ pub struct ModelCounts {
 }
 
 impl ModelCounts {
+    /// Misses per million instructions (the report's rate).
     pub fn per_million_instructions(&self) -> f64 {
         self.misses as f64 * 1e6 / self.instructions.max(1) as f64
     }
@@ -84,6 +93,7 @@ impl ModelCounts {
 /// One side's simulated figures: one entry per model, in the models' order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Simulated {
+    /// One entry per model, in the models' order.
     pub models: Vec<ModelCounts>,
     /// Whether a baseline run was subtracted.
     pub startup_cancelled: bool,

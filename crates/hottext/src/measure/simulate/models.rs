@@ -7,7 +7,7 @@
 //! from AMD's CPUID leaves), else [`crate::caches`]' defaults (AMD Zen 2-4's).
 //!
 //! Two more models put the hot range's whole 2 MiB pages, those the runtime maps, on 2 MiB
-//! pages ([`super::hot_range`]): the iTLB entries for 2 MiB pages, from the same CPUID leaves,
+//! pages (`hot_range`): the iTLB entries for 2 MiB pages, from the same CPUID leaves,
 //! else the defaults. Intel's Skylake has 8 fully associative L1 entries for 2 MiB pages beside 128 for 4 KiB
 //! ones; its leaf 0x18 is not read, as for the 4 KiB models.
 
@@ -21,7 +21,9 @@ use crate::caches::{Geometry, L1I, L1_ITLB, L1_ITLB_HUGE, L2_ITLB, L2_ITLB_HUGE,
 pub struct Model {
     /// `itlb-l1`, `itlb-l2`, `icache`: the report's key prefix.
     pub key: &'static str,
+    /// Name in tables ("L1 iTLB").
     pub label: &'static str,
+    /// Sets, ways and line (or page) size.
     #[serde(flatten)]
     pub geometry: Geometry,
     /// Where the geometry came from: `cpu` or `default`.
@@ -35,6 +37,7 @@ pub struct Model {
 /// `beside` outside the range's whole 2 MiB pages plus its own inside them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct OnHugePages {
+    /// The key of the 4 KiB-page model it completes.
     pub beside: &'static str,
     /// Where the model sits in the one cachegrind run of 2 MiB pages.
     #[serde(skip)]

@@ -3,8 +3,8 @@
 //!
 //! Every knob is a [`KnobSpec`] in [`KNOBS`]: its name, the system files it may write (all a
 //! restore file may name) and its probe, which finds its current setting and the others to
-//! try here. The knobs that write system files live in [`system`], those that change how the
-//! service runs in [`service`]. A new knob is a `KnobSpec` in one of them (or a file of its
+//! try here. The knobs that write system files live in `system`, those that change how the
+//! service runs in `service`. A new knob is a `KnobSpec` in one of them (or a file of its
 //! own) and one line in [`KNOBS`]. What a setting does to a run is its [`Change`]s.
 
 mod service;
@@ -72,30 +72,55 @@ fn writes_nothing(_: &Path) -> bool {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Change {
     /// An environment variable of the command.
-    Env { name: String, value: String },
+    Env {
+        /// The variable (`HOTTEXT_BACKING`).
+        name: String,
+        /// Its value.
+        value: String,
+    },
     /// Words in front of the command (`taskset -c 0`).
-    Prefix { words: Vec<String> },
+    Prefix {
+        /// The words, unquoted.
+        words: Vec<String>,
+    },
     /// A system-wide file written before the run (recorded for restoring first).
-    Sysfs { path: PathBuf, value: String },
+    Sysfs {
+        /// The file, under `/sys` or `/proc/sys`.
+        path: PathBuf,
+        /// What is written to it.
+        value: String,
+    },
     /// Another command altogether (another binary, another layout).
-    Command { command: String },
+    Command {
+        /// The command, run with `sh -c`.
+        command: String,
+    },
     /// A shell step before each run (where the binary's page cache sits).
-    Before { script: String },
+    Before {
+        /// The step, run with `sh -c`.
+        script: String,
+    },
 }
 
 /// One position of a knob.
 #[derive(Debug, Clone, Serialize)]
 pub struct Setting {
+    /// The setting's name in reports ("as is", "glibc").
     pub label: String,
+    /// What putting it in force changes (empty: nothing to change).
     pub changes: Vec<Change>,
 }
 
 /// A knob: its setting now and the ones to try, or why it cannot be tried here.
 #[derive(Debug, Clone, Serialize)]
 pub struct Knob {
+    /// The knob's name, as `--knobs` lists it.
     pub name: String,
+    /// The setting in force now: side A of every comparison.
     pub current: Setting,
+    /// The settings to try against it.
     pub alternatives: Vec<Setting>,
+    /// Why the knob cannot be tried on this machine; `None` when it can.
     pub unavailable: Option<String>,
 }
 

@@ -209,7 +209,9 @@ pub(super) fn numa_text(name: &str, nodes: usize, binary: Option<&Path>) -> Knob
 /// and a run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The setting's label in the report.
     pub name: String,
+    /// The command that runs with this layout instead of the tuned one.
     pub command: String,
 }
 
