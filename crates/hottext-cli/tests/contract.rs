@@ -366,3 +366,34 @@ fn the_command_and_the_runtime_have_one_version() {
         "bump [workspace.package] version in Cargo.toml and HOTTEXT_VERSION_* in runtime/include/hottext.h together"
     );
 }
+
+/// docs/output.md's stream table is what the code declares: each verb's result type states
+/// the stream of its human form (`output::Report::STREAM`), and `report_streams` gathers them
+/// verb by verb. A verb whose report moves, or a new verb, fails here until the page says so.
+#[test]
+fn the_stream_table_is_what_the_reports_declare() {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/output.md"))
+            .expect("cannot read docs/output.md");
+    let streams = page
+        .split("\n## Streams\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/output.md has no ## Streams section");
+    let documented: Vec<(String, String)> = streams
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').to_string(), cells[2].to_string())
+        })
+        .collect();
+    let declared: Vec<(String, String)> = hottext_cli::report_streams()
+        .into_iter()
+        .map(|(verb, stream)| (verb.to_string(), format!("{stream:?}").to_lowercase()))
+        .collect();
+    assert_eq!(
+        documented, declared,
+        "docs/output.md's stream table (left) differs from the code's declarations (right)"
+    );
+}

@@ -2,14 +2,14 @@
 //! job, `pipeline run --merge-uploads`, does the same from the store).
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context};
 use hottext::binary::Binary;
-use hottext::graph::fit::{fit, CodePrints, FitError, FitPolicy, OtherBuildPolicy};
+use hottext::graph::fit::{fit_any_build, CodePrints, FitError};
 use hottext::graph::merge::{merge_aged, AgedPart, MAX_WEIGHT};
 use hottext::graph::{Graph, MAX_COUNT};
 use hottext::store::meta::parse_time;
@@ -67,9 +67,8 @@ pub struct Args {
     /// With --binary: the share of a profile's weight the binary must have, else it is refused.
     #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
     min_matched: f64,
-    /// Print what was merged as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
 
 /// One input as merged.
@@ -82,14 +81,120 @@ struct Input {
     note: Option<String>,
 }
 
+/// What `merge` did: each input's weight and fit, the file written.
 #[derive(Serialize)]
-struct Summary<'a> {
-    output: &'a PathBuf,
+struct Merged {
+    output: PathBuf,
     inputs: Vec<Input>,
     functions: usize,
 }
 
+impl output::Report for Merged {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        for i in &self.inputs {
+            let matched = i
+                .matched_fraction
+                .map(|m| format!(", {:.1}% matched", 100.0 * m))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{} weight {:.3}{matched}{}",
+                i.profile.display(),
+                i.weight,
+                if i.merged { "" } else { " (left out)" }
+            )?;
+        }
+        writeln!(
+            out,
+            "wrote {} ({} functions)",
+            self.output.display(),
+            self.functions
+        )?;
+        Ok(())
+    }
+}
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] =
+    &[("merge", <Merged as output::Report>::STREAM)];
+
+/// A profile to merge: fitted, with the weight asked for and its window's end.
+struct Part {
+    graph: Graph,
+    weight: f64,
+    window_end: Option<SystemTime>,
+    /// Its row in the report's inputs.
+    input: usize,
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_numbers(&args)?;
+    let inputs: Vec<&Path> = args
+        .profiles
+        .iter()
+        .chain(&args.binary)
+        .map(PathBuf::as_path)
+        .collect();
+    refuse_outputs_over_inputs(&[("-o", Some(&args.output))], &inputs)?;
+    let profiles: Vec<Graph> = args
+        .profiles
+        .iter()
+        .map(|p| {
+            let file =
+                File::open(p).with_context(|| format!("cannot open profile {}", p.display()))?;
+            Graph::read(BufReader::with_capacity(1 << 20, file))
+                .with_context(|| format!("cannot read profile {}", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if args.binary.is_none() && !args.allow_build_id_mismatch {
+        refuse_other_builds(&args.profiles, &profiles)?;
+    }
+    let ends = window_ends(&args, &profiles)?;
+    let (mut inputs, parts) = fit_each(&args, profiles, &ends)?;
+    if parts.is_empty() {
+        bail!("every profile was refused: nothing to merge");
+    }
+    let aged: Vec<AgedPart> = parts
+        .iter()
+        .map(|part| AgedPart {
+            graph: &part.graph,
+            weight: part.weight,
+            window_end: part.window_end,
+        })
+        .collect();
+    // Ages count from the newest profile's end: the merge of old profiles is not all faded.
+    let newest = ends.iter().flatten().max().copied();
+    let merged = merge_aged(
+        &aged,
+        newest.unwrap_or(SystemTime::UNIX_EPOCH),
+        args.half_life_days,
+    );
+    for (part, weight) in parts.iter().zip(&merged.weights) {
+        inputs[part.input].weight = *weight;
+    }
+    let scale = merged.scale;
+    if scale < 1.0 {
+        output::warn(format!(
+            "the weighted counts sum to over {MAX_COUNT}, the most a profile holds: every weight is scaled by {scale:.3e}, keeping their proportions"
+        ));
+    }
+    let mut bytes = Vec::new();
+    merged
+        .graph
+        .write(&mut bytes)
+        .context("cannot write the merged profile")?;
+    write_output_file(&args.output, &bytes)?;
+    let report = Merged {
+        output: args.output,
+        functions: merged.graph.funcs().len(),
+        inputs,
+    };
+    output::emit(&report, args.json.mode())
+}
+
+/// Refuses a --weight list that does not give one per profile, and a weight, half-life or
+/// --min-matched out of its range.
+fn check_numbers(args: &Args) -> anyhow::Result<()> {
     if !args.weight.is_empty() && args.weight.len() != args.profiles.len() {
         bail!(
             "{} --weight values for {} profiles: give one per profile, in their order",
@@ -113,27 +218,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.min_matched
         );
     }
-    let inputs: Vec<&Path> = args
-        .profiles
-        .iter()
-        .chain(&args.binary)
-        .map(PathBuf::as_path)
-        .collect();
-    refuse_outputs_over_inputs(&[("-o", Some(&args.output))], &inputs)?;
-    let profiles: Vec<Graph> = args
-        .profiles
-        .iter()
-        .map(|p| {
-            let file =
-                File::open(p).with_context(|| format!("cannot open profile {}", p.display()))?;
-            Graph::read(BufReader::with_capacity(1 << 20, file))
-                .with_context(|| format!("cannot read profile {}", p.display()))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    if args.binary.is_none() && !args.allow_build_id_mismatch {
-        refuse_other_builds(&args.profiles, &profiles)?;
-    }
-    let ends = window_ends(&args, &profiles)?;
+    Ok(())
+}
+
+/// Each profile fitted to --binary (as it is without one): the report's rows, and the parts
+/// to merge, those of which the binary has too little left out with a warning.
+fn fit_each(
+    args: &Args,
+    profiles: Vec<Graph>,
+    ends: &[Option<SystemTime>],
+) -> anyhow::Result<(Vec<Input>, Vec<Part>)> {
     let binary = args.binary.as_deref().map(Binary::open).transpose()?;
     let prints = match &binary {
         Some(b) => Some(
@@ -143,8 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let mut inputs = Vec::new();
-    // (fitted graph, weight asked for, window end, index in `inputs`)
-    let mut parts: Vec<(Graph, f64, Option<SystemTime>, usize)> = Vec::new();
+    let mut parts = Vec::new();
     for (i, profile) in profiles.into_iter().enumerate() {
         let mut input = Input {
             profile: args.profiles[i].clone(),
@@ -154,14 +247,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             note: None,
         };
         let graph = match (&binary, &prints) {
+            // The build is checked above, against the other profiles, when there is no binary.
             (Some(b), Some(prints)) => {
-                let policy = FitPolicy {
-                    // Checked above, against the other profiles, when there is no binary.
-                    other_build: OtherBuildPolicy::Ignore,
-                    code: CodePrints::Known(prints),
-                    min_matched: args.min_matched,
-                };
-                match fit(&profile, b, policy) {
+                match fit_any_build(&profile, b, CodePrints::Known(prints), args.min_matched) {
                     Ok(fitted) => {
                         input.matched_fraction = Some(fitted.matched.share());
                         fitted.graph
@@ -182,8 +270,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => profile,
         };
         if input.merged {
-            let weight = args.weight.get(i).copied().unwrap_or(1.0);
-            parts.push((graph, weight, ends[i], inputs.len()));
+            parts.push(Part {
+                graph,
+                weight: args.weight.get(i).copied().unwrap_or(1.0),
+                window_end: ends[i],
+                input: inputs.len(),
+            });
         } else {
             output::warn(format!(
                 "{} is left out: {}",
@@ -193,66 +285,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         inputs.push(input);
     }
-    if parts.is_empty() {
-        bail!("every profile was refused: nothing to merge");
-    }
-    let aged: Vec<AgedPart> = parts
-        .iter()
-        .map(|(graph, weight, window_end, _)| AgedPart {
-            graph,
-            weight: *weight,
-            window_end: *window_end,
-        })
-        .collect();
-    // Ages count from the newest profile's end: the merge of old profiles is not all faded.
-    let newest = ends.iter().flatten().max().copied();
-    let merged = merge_aged(
-        &aged,
-        newest.unwrap_or(SystemTime::UNIX_EPOCH),
-        args.half_life_days,
-    );
-    for ((_, _, _, input), weight) in parts.iter().zip(&merged.weights) {
-        inputs[*input].weight = *weight;
-    }
-    let scale = merged.scale;
-    if scale < 1.0 {
-        output::warn(format!(
-            "the weighted counts sum to over {MAX_COUNT}, the most a profile holds: every weight is scaled by {scale:.3e}, keeping their proportions"
-        ));
-    }
-    let mut bytes = Vec::new();
-    merged
-        .graph
-        .write(&mut bytes)
-        .context("cannot write the merged profile")?;
-    write_output_file(&args.output, &bytes)?;
-    let summary = Summary {
-        output: &args.output,
-        functions: merged.graph.funcs().len(),
-        inputs,
-    };
-    if args.json {
-        output::json(&summary)?;
-    } else {
-        for i in &summary.inputs {
-            let matched = i
-                .matched_fraction
-                .map(|m| format!(", {:.1}% matched", 100.0 * m))
-                .unwrap_or_default();
-            println!(
-                "{} weight {:.3}{matched}{}",
-                i.profile.display(),
-                i.weight,
-                if i.merged { "" } else { " (left out)" }
-            );
-        }
-        println!(
-            "wrote {} ({} functions)",
-            args.output.display(),
-            summary.functions
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok((inputs, parts))
 }
 
 /// Each profile's `window-end` header, when --half-life-days needs it; a profile without one

@@ -24,6 +24,33 @@ use hottext::os::files::{same_file, write_atomic};
 
 use crate::output;
 
+/// Each verb's rows of docs/output.md's stream table (tests/contract.rs compares them): where
+/// the human form of its result goes, as its report type declares it
+/// ([`output::Report::STREAM`]).
+pub fn report_streams() -> Vec<(&'static str, output::Stream)> {
+    // `order` and `fetch` print outside `output::emit` so far: their streams are stated here
+    // until they hand a report to it.
+    let unconverted: &[(&str, output::Stream)] = &[
+        ("order", output::Stream::Stderr),
+        ("fetch", output::Stream::Stdout),
+    ];
+    [
+        record::STREAMS,
+        profile::STREAMS,
+        unconverted,
+        merge::STREAMS,
+        verify::STREAMS,
+        report::STREAMS,
+        store::STREAMS,
+        pipeline::STREAMS,
+        stat::STREAMS,
+        doctor::STREAMS,
+        tune::STREAMS,
+        ab::STREAMS,
+    ]
+    .concat()
+}
+
 /// `--format` of the verbs that write an order (`order`, `fetch`).
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FormatArg {

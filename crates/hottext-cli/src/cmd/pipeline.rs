@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use hottext::pipeline::config::Config;
 use hottext::pipeline::fleet::{self, UploadReport};
+use hottext::pipeline::gate::Gated;
 use hottext::pipeline::schedule::{self, Job};
 use hottext::pipeline::{run as run_pipeline, Progress, Report, RunOptions};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,12 +35,6 @@ use crate::output::{self, Mode};
 pub struct Args {
     #[command(subcommand)]
     command: PipelineCommand,
-}
-
-impl Args {
-    pub fn json(&self) -> bool {
-        matches!(&self.command, PipelineCommand::Run(a) if a.json)
-    }
 }
 
 #[derive(clap::Subcommand)]
@@ -95,9 +90,8 @@ struct RunArgs {
     /// Wait this long for another run of the same service to finish.
     #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
     lock_wait: f64,
-    /// Print the report as JSON on stdout, also when the gate fails.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: output::OutputArgs,
     /// A fleet's host: record and upload this host's profile; commit nothing.
     #[arg(long, conflicts_with = "merge_uploads")]
     upload_only: bool,
@@ -148,7 +142,7 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
         bail!("--lock-wait must be zero or more seconds");
     }
     let config = Config::read(&args.config)?;
-    let mode = Mode::from_json_flag(args.json);
+    let mode = args.json.mode();
     output::parameters(
         "pipeline",
         &serde_json::json!({
@@ -182,12 +176,13 @@ fn run_once(args: RunArgs) -> anyhow::Result<ExitCode> {
     output::emit(&report, mode)
 }
 
-fn gate_status(passed: bool, gate: &[hottext::pipeline::gate::Check]) -> anyhow::Result<ExitCode> {
-    if passed {
+/// Exit status 1 when the gate failed, the failed checks named on stderr.
+fn gate_status(gated: &Gated) -> anyhow::Result<ExitCode> {
+    if gated.passed {
         return Ok(ExitCode::SUCCESS);
     }
     // Exit status 1 always comes with its reason on stderr, whatever stdout holds.
-    for c in gate.iter().filter(|c| !c.passed) {
+    for c in gated.gate.iter().filter(|c| !c.passed) {
         eprintln!("hottext: pipeline failed: gate {}: {}", c.name, c.detail);
     }
     Ok(ExitCode::from(1))
@@ -203,15 +198,24 @@ fn print_gate(out: &mut dyn Write, gate: &[hottext::pipeline::gate::Check]) -> a
 }
 
 /// An upload-only run's result, on stdout.
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] = &[
+    ("pipeline run", <Report as output::Report>::STREAM),
+    (
+        "pipeline run --upload-only",
+        <UploadReport as output::Report>::STREAM,
+    ),
+];
+
 impl output::Report for UploadReport {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         let r = self;
-        print_gate(out, &r.gate)?;
+        print_gate(out, &r.gated.gate)?;
         match (&r.object, &r.entry) {
             (Some(object), Some(entry)) => writeln!(
                 out,
                 "uploaded {object} ({} samples, {} .. {}) as {entry}",
-                r.samples, r.window_start, r.window_end
+                r.gated.samples, r.gated.window_start, r.gated.window_end
             )?,
             _ => writeln!(out, "the gate failed: nothing was uploaded")?,
         }
@@ -219,7 +223,7 @@ impl output::Report for UploadReport {
     }
 
     fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
-        gate_status(self.passed, &self.gate)
+        gate_status(&self.gated)
     }
 }
 
@@ -247,9 +251,9 @@ impl output::Report for Report {
                 writeln!(out, "  {line}")?;
             }
         } else {
-            print_gate(out, &r.gate)?;
+            print_gate(out, &r.gated.gate)?;
         }
-        match (&r.commit, r.passed) {
+        match (&r.commit, r.gated.passed) {
             (Some(c), _) => {
                 writeln!(
                     out,
@@ -278,7 +282,7 @@ out,
     }
 
     fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
-        gate_status(self.passed, &self.gate)
+        gate_status(&self.gated)
     }
 }
 

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::pid_arg;
-use crate::output::{self, Mode, Stream};
+use crate::output::{self, Stream};
 
 /// How often to check on perf and redraw the progress line.
 const TICK: Duration = Duration::from_millis(100);
@@ -78,9 +78,8 @@ pub struct Args {
     /// Use per-process events (perf -p) even where CPU-wide sampling would do.
     #[arg(long)]
     per_process: bool,
-    /// Print what was done as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
     /// The command to start and record (after --).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -98,6 +97,9 @@ enum SamplingArg {
     /// Samples without stacks: the cheapest; `profile` infers the edges from the code
     Plain,
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, Stream)] = &[("record", <Summary as output::Report>::STREAM)];
 
 #[derive(Serialize)]
 struct Summary<'a> {
@@ -199,7 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         perf_cpu_fraction: outcome.perf_cpu_seconds / outcome.wall_seconds.max(1e-9),
         outcome: &outcome,
     };
-    output::emit(&summary, Mode::from_json_flag(args.json))
+    output::emit(&summary, args.json.mode())
 }
 
 /// Runs perf as planned until it ends, the duration is up or the user interrupts, with a

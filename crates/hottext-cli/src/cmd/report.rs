@@ -1,7 +1,7 @@
 //! `hottext report`: one HTML page from what the other verbs wrote.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -9,10 +9,11 @@ use anyhow::{bail, Context};
 use hottext::binary::{Binary, StatedAddr};
 use hottext::graph::Graph;
 use hottext::report::{heat_map, mark_huge, render, ForestRow, HistoryRow, Report};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{refuse_outputs_over_inputs, write_output_file};
-use crate::output;
+use crate::output::{self, Mode};
 
 /// Write one self-contained HTML page: heat maps, layout figures, A/B verdicts, huge pages
 ///
@@ -112,12 +113,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let page = render(&report);
     write_output_file(&args.output, page.as_bytes())?;
-    println!(
-        "wrote {} ({})",
-        args.output.display(),
-        output::bytes(page.len() as u64)
-    );
-    Ok(ExitCode::SUCCESS)
+    let written = Written {
+        output: args.output,
+        bytes: page.len() as u64,
+    };
+    // No --json: what `report` makes is the page.
+    output::emit(&written, Mode::Human)
+}
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] =
+    &[("report", <Written as output::Report>::STREAM)];
+
+/// The page `report` wrote, and its size.
+#[derive(Serialize)]
+struct Written {
+    output: PathBuf,
+    bytes: u64,
+}
+
+impl output::Report for Written {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let size = output::bytes(self.bytes);
+        writeln!(out, "wrote {} ({size})", self.output.display())?;
+        Ok(())
+    }
 }
 
 /// Adds what `doc` holds; a document of no known verb is an error.

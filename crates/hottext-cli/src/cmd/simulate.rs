@@ -125,6 +125,9 @@ pub fn run_stat(
     output::emit(&report, mode)
 }
 
+/// The stream of `stat --simulate`'s report (`stat::STREAMS`).
+pub(super) const STAT_STREAM: output::Stream = <StatReport as output::Report>::STREAM;
+
 impl output::Report for StatReport<'_> {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         let simulated = self.simulated;

@@ -45,9 +45,8 @@ use crate::output::{self, number, with_unit, Mode, Stream};
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
     /// Simulate instead of counting: run the command under valgrind's cachegrind with models
     /// of the L1 iTLB, L2 iTLB and L1i (this CPU's geometry where known) and report exact
     /// instructions and misses per million instructions; for machines without a PMU. The
@@ -97,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // perf and the command run in a process group of their own: Ctrl-C (or SIGTERM, SIGHUP)
     // reaches hottext, which passes SIGINT on; perf then writes what it counted, and we show it.
     let interrupted = cancel::on_interrupt();
-    let mode = Mode::from_json_flag(args.json);
+    let mode = args.json.mode();
     if args.simulate {
         // The simulator runs a shell line; the words are quoted back into one.
         let words: Vec<&str> = args
@@ -186,6 +185,12 @@ fn how_it_ended(exit_code: Option<i32>) -> String {
         None => "was ended by a signal".to_string(),
     }
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, Stream)] = &[
+    ("stat", <Report as output::Report>::STREAM),
+    ("stat --simulate", super::simulate::STAT_STREAM),
+];
 
 impl output::Report for Report<'_> {
     /// Stderr: stdout is the measured command's.

@@ -16,7 +16,7 @@ use hottext::tune::knobs::{self, may_write, Given, KnobSpec, Layout, KNOBS};
 use hottext::tune::restore::{Lock, Restore, DEFAULT_STATE_DIR};
 use hottext::tune::{tune, Plan, Report};
 
-use crate::output::{self, Mode};
+use crate::output;
 
 /// Find the knob settings that make a service faster, by A/B test (the soft-SKU way)
 ///
@@ -88,9 +88,8 @@ pub struct Args {
     /// Only put back what a crashed run left changed, and exit.
     #[arg(long)]
     restore: bool,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
 
 /// The state directory's lock; none when this user may not create it (then no knob may
@@ -152,8 +151,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("hottext: tune: {what}");
         },
     )?;
-    output::emit(&report, Mode::from_json_flag(args.json))
+    output::emit(&report, args.json.mode())
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] =
+    &[("tune", <Report as output::Report>::STREAM)];
 
 impl output::Report for Report {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {

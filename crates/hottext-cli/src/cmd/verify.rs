@@ -60,13 +60,12 @@ pub struct Args {
     /// instead of the range between the markers.
     #[arg(long, value_name = "FILE", requires = "pid")]
     ranges: Option<PathBuf>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mode = Mode::from_json_flag(args.json);
+    let mode = args.json.mode();
     match (&args.binary, args.pid) {
         (Some(path), _) => verify_binary(path, args.planned.as_deref(), mode),
         (None, Some(pid)) => verify_process(pid, args.ranges.as_deref(), mode),
@@ -104,6 +103,12 @@ struct BinaryChecked {
     #[serde(skip)]
     links_runtime: bool,
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] = &[
+    ("verify --binary", <BinaryChecked as output::Report>::STREAM),
+    ("verify --pid", <ProcessReport as output::Report>::STREAM),
+];
 
 impl output::Report for BinaryChecked {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {

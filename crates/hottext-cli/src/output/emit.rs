@@ -13,13 +13,46 @@ pub enum Mode {
     Json,
 }
 
-impl Mode {
-    /// The mode a verb's `--json` flag asks for.
-    pub fn from_json_flag(json: bool) -> Mode {
-        match json {
+/// `--json`, one argument for every verb that has it (`#[command(flatten)] json: OutputArgs`).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct OutputArgs {
+    /// Print the result as one JSON document on stdout, also when the run fails
+    /// (docs/output.md)
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl OutputArgs {
+    /// The mode `--json` asks for.
+    pub fn mode(self) -> Mode {
+        match self.json {
             true => Mode::Json,
             false => Mode::Human,
         }
+    }
+
+    /// Refuses `--json` without `-o` in a verb whose payload (`what`) would otherwise go to
+    /// stdout, which the document needs for itself.
+    pub fn refuse_payload_on_stdout(
+        self,
+        output: Option<&std::path::Path>,
+        what: &str,
+    ) -> anyhow::Result<()> {
+        if self.json && output.is_none() {
+            anyhow::bail!("--json prints the figures on stdout; give -o FILE for the {what}");
+        }
+        Ok(())
+    }
+
+    /// Whether the verb (or subcommand) that runs was given `--json`, from clap's parse of the
+    /// whole command line: then the run owes a JSON document on stdout whatever its exit
+    /// status, also when it fails before its own arguments reach it.
+    pub fn asked(matches: &clap::ArgMatches) -> bool {
+        let mut innermost = matches;
+        while let Some((_, sub)) = innermost.subcommand() {
+            innermost = sub;
+        }
+        matches!(innermost.try_get_one::<bool>("json"), Ok(Some(true)))
     }
 }
 

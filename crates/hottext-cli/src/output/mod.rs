@@ -10,7 +10,7 @@ use serde::Serialize;
 
 mod emit;
 mod tables;
-pub use emit::{emit, Mode, Report, Stream};
+pub use emit::{emit, Mode, OutputArgs, Report, Stream};
 pub use tables::{bytes, comparison_table, number, with_unit, Comparison, ComparisonColumns};
 
 /// The version of the JSON documents' shape, in every document as `schema`. Raise it when a

@@ -5,9 +5,8 @@ use std::path::Path;
 
 use super::build_service;
 use crate::common::{hottext, stderr};
-use hottext::binary::fingerprint::fingerprints;
 use hottext::binary::Binary;
-use hottext::graph::fit::rematch;
+use hottext::graph::fit::{fit_any_build, CodePrints};
 use hottext::graph::Graph;
 use hottext::store::ObjectHash;
 
@@ -23,12 +22,14 @@ pub fn profile_of(binary: &Path, text: &str) -> String {
     let bin = Binary::open(binary).unwrap();
     // Sizes from the symbol table and the fingerprints, as `hottext profile` and the pipeline
     // give them.
-    let (mut g, matched) = rematch(
-        &Graph::read(text.as_bytes()).unwrap(),
-        &bin,
-        &fingerprints(&bin).unwrap(),
+    let profile = Graph::read(text.as_bytes()).unwrap();
+    let fitted = fit_any_build(&profile, &bin, CodePrints::Eager, 1.0).unwrap();
+    let mut g = fitted.graph;
+    assert!(
+        fitted.matched.unmatched.is_empty(),
+        "{:?}",
+        fitted.matched.unmatched
     );
-    assert!(matched.unmatched.is_empty(), "{:?}", matched.unmatched);
     if let Some(id) = bin.build_id_hex() {
         g.set_header("build-id", id);
     }

@@ -12,6 +12,7 @@ use super::{capped_sum, FuncId, Graph, GraphBuilder};
 /// Samples in one basic block of one function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockSamples {
+    /// The function the block is in.
     pub func: FuncId,
     /// The block's id in the function's `.llvm_bb_addr_map` entry (not its position: ids
     /// survive block reordering, and the cluster file names blocks by them).
@@ -21,6 +22,7 @@ pub struct BlockSamples {
     pub offset: u64,
     /// Its length in bytes.
     pub size: u64,
+    /// Samples whose address fell in the block.
     pub samples: u64,
 }
 

@@ -10,6 +10,7 @@ use crate::graph::Graph;
 /// A function whose share of the samples changed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mover {
+    /// The function's name.
     pub name: String,
     /// Share (0 to 1) of the samples in the previous profile.
     pub before_fraction: f64,
@@ -17,6 +18,7 @@ pub struct Mover {
     pub after_fraction: f64,
 }
 
+/// How far this run's profile moved from the previous one, and the functions that moved most.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Drift {
     /// Total variation distance between the two sample distributions: half the sum of the

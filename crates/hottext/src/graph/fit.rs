@@ -6,7 +6,10 @@
 mod rematch;
 
 pub(crate) use rematch::add_fingerprints;
-pub use rematch::{rematch, Matched};
+use rematch::rematch;
+pub use rematch::Matched;
+
+use std::convert::Infallible;
 
 use crate::binary::fingerprint::{fingerprints, Fingerprints};
 use crate::binary::{Binary, OtherBuild, StatedAddr};
@@ -17,15 +20,14 @@ use crate::graph::Graph;
 /// address 0.
 pub type Placement = Vec<Option<StatedAddr>>;
 
-/// What to do with a profile recorded on another build than the binary.
+/// What to do with a profile recorded on another build than the binary. A caller to whom the
+/// build does not matter calls [`fit_any_build`], whose error cannot be [`FitError::OtherBuild`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtherBuildPolicy {
     /// Refuse it ([`FitError::OtherBuild`]).
     Refuse,
     /// Use it, with a [`FitWarning::OtherBuild`].
     Warn,
-    /// Use it without a word (the matching shows how far it fits).
-    Ignore,
 }
 
 /// When the binary's code is fingerprinted, to find renamed functions.
@@ -44,7 +46,9 @@ pub enum CodePrints<'a> {
 /// How to fit a profile to a binary.
 #[derive(Debug, Clone, Copy)]
 pub struct FitPolicy<'a> {
+    /// Whether a profile of another build is refused or used with a warning.
     pub other_build: OtherBuildPolicy,
+    /// When the binary's code is fingerprinted.
     pub code: CodePrints<'a>,
     /// The least share of the profile's weight (0 to 1) the binary must have
     /// ([`FitError::TooLittleMatched`] below it).
@@ -58,7 +62,9 @@ pub struct Fitted {
     pub graph: Graph,
     /// Where each function of `graph` starts in the binary.
     pub placement: Placement,
+    /// How much of the profile's weight the binary has, and how it was found.
     pub matched: Matched,
+    /// What a person should hear about, for the caller to print.
     pub warnings: Vec<FitWarning>,
 }
 
@@ -73,31 +79,62 @@ pub enum FitWarning {
     Renamed(Vec<(String, String)>),
 }
 
-/// Why a profile could not be fitted.
+/// Why a profile could not be fitted. `B` is what another build is reported as:
+/// [`OtherBuild`] from [`fit`], nothing ([`Infallible`]) from [`fit_any_build`], which never
+/// refuses a build.
 #[derive(Debug, thiserror::Error)]
-pub enum FitError {
+pub enum FitError<B = OtherBuild> {
+    /// The profile was recorded on another build ([`OtherBuildPolicy::Refuse`]).
     #[error("{0}")]
-    OtherBuild(OtherBuild),
+    OtherBuild(B),
+    /// The binary has less of the profile's weight than [`FitPolicy::min_matched`].
     #[error("the binary has {:.1}% of the profile's weight, below the {:.1}% required", 100.0 * matched.share(), 100.0 * min)]
-    TooLittleMatched { matched: Box<Matched>, min: f64 },
+    TooLittleMatched {
+        /// What did match.
+        matched: Box<Matched>,
+        /// The share required.
+        min: f64,
+    },
+    /// The binary's code could not be read to fingerprint it ([`CodePrints::Eager`]).
     #[error("cannot read the code of {path}: {source}")]
     Code {
+        /// The binary.
         path: std::path::PathBuf,
+        /// Why.
         source: std::io::Error,
     },
 }
 
 /// `profile` fitted to `binary` under `policy`.
 pub fn fit(profile: &Graph, binary: &Binary, policy: FitPolicy<'_>) -> Result<Fitted, FitError> {
-    let mut warnings = Vec::new();
-    if let Err(other) = binary.check_profile_build(profile.header("build-id")) {
-        match policy.other_build {
+    let other_build = match binary.check_profile_build(profile.header("build-id")) {
+        Ok(()) => None,
+        Err(other) => match policy.other_build {
             OtherBuildPolicy::Refuse => return Err(FitError::OtherBuild(other)),
-            OtherBuildPolicy::Warn => warnings.push(FitWarning::OtherBuild(other)),
-            OtherBuildPolicy::Ignore => {}
+            OtherBuildPolicy::Warn => Some(FitWarning::OtherBuild(other)),
+        },
+    };
+    let mut fitted = match fit_any_build(profile, binary, policy.code, policy.min_matched) {
+        Ok(fitted) => fitted,
+        Err(FitError::TooLittleMatched { matched, min }) => {
+            return Err(FitError::TooLittleMatched { matched, min })
         }
-    }
-    let (graph, matched) = match policy.code {
+        Err(FitError::Code { path, source }) => return Err(FitError::Code { path, source }),
+    };
+    fitted.warnings.splice(0..0, other_build);
+    Ok(fitted)
+}
+
+/// `profile` fitted to `binary` whatever build it was recorded on (a build-id checked
+/// elsewhere, or a profile meant for a new build), refused only when the binary has less than
+/// `min_matched` of its weight or, with [`CodePrints::Eager`], its code cannot be read.
+pub fn fit_any_build(
+    profile: &Graph,
+    binary: &Binary,
+    code: CodePrints<'_>,
+    min_matched: f64,
+) -> Result<Fitted, FitError<Infallible>> {
+    let (graph, matched) = match code {
         CodePrints::Eager => {
             let prints = fingerprints(binary).map_err(|source| FitError::Code {
                 path: binary.path.clone(),
@@ -108,12 +145,33 @@ pub fn fit(profile: &Graph, binary: &Binary, policy: FitPolicy<'_>) -> Result<Fi
         CodePrints::WhenNamesMiss => by_name_then_code(profile, binary),
         CodePrints::Known(prints) => rematch(profile, binary, prints),
     };
-    if matched.share() < policy.min_matched {
+    if matched.share() < min_matched {
         return Err(FitError::TooLittleMatched {
             matched: Box::new(matched),
-            min: policy.min_matched,
+            min: min_matched,
         });
     }
+    Ok(placed(graph, matched, binary))
+}
+
+/// `profile` fitted to `binary` to be looked at, never refused: whatever its build, by name,
+/// and by code only when a sampled name is missing (unreadable code matches nothing).
+pub fn fit_for_view(profile: &Graph, binary: &Binary) -> Fitted {
+    let (graph, matched) = by_name_then_code(profile, binary);
+    placed(graph, matched, binary)
+}
+
+/// `profile` fitted to `binary`, whose fingerprints `prints` are known, never refused: whatever
+/// its build and however little of it matches, for a caller that judges [`Fitted::matched`]
+/// itself (the pipeline compares a previous profile for drift even when it does not merge it).
+pub fn fit_to_prints(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> Fitted {
+    let (graph, matched) = rematch(profile, binary, prints);
+    placed(graph, matched, binary)
+}
+
+/// The fitted graph placed in `binary`, with the warnings its matching gives.
+fn placed(graph: Graph, matched: Matched, binary: &Binary) -> Fitted {
+    let mut warnings = Vec::new();
     if !matched.unmatched.is_empty() {
         warnings.push(FitWarning::Unmatched(matched.unmatched.clone()));
     }
@@ -121,26 +179,11 @@ pub fn fit(profile: &Graph, binary: &Binary, policy: FitPolicy<'_>) -> Result<Fi
         warnings.push(FitWarning::Renamed(matched.renamed.clone()));
     }
     let placement = placement_in(&graph, binary);
-    Ok(Fitted {
+    Fitted {
         graph,
         placement,
         matched,
         warnings,
-    })
-}
-
-/// `profile` fitted to `binary` to be looked at, never refused: whatever its build, by name,
-/// and by code only when a sampled name is missing (unreadable code matches nothing).
-pub fn fit_for_view(profile: &Graph, binary: &Binary) -> Fitted {
-    let policy = FitPolicy {
-        other_build: OtherBuildPolicy::Ignore,
-        code: CodePrints::WhenNamesMiss,
-        min_matched: 0.0,
-    };
-    match fit(profile, binary, policy) {
-        Ok(fitted) => fitted,
-        // Ignoring the build, tolerating unreadable code and requiring no share refuse nothing.
-        Err(_) => unreachable!("fit_for_view's policy refuses nothing"),
     }
 }
 
@@ -153,7 +196,7 @@ fn by_name_then_code(profile: &Graph, binary: &Binary) -> (Graph, Matched) {
 }
 
 /// Where each function of `graph` (under `binary`'s names) starts in `binary`.
-pub fn placement_in(graph: &Graph, binary: &Binary) -> Placement {
+fn placement_in(graph: &Graph, binary: &Binary) -> Placement {
     let index = binary.index_by_name();
     graph
         .funcs()
@@ -187,6 +230,14 @@ mod tests {
         }
     }
 
+    fn any_build(
+        profile: &Graph,
+        bin: &Binary,
+        min_matched: f64,
+    ) -> Result<Fitted, FitError<Infallible>> {
+        fit_any_build(profile, bin, CodePrints::WhenNamesMiss, min_matched)
+    }
+
     #[test]
     fn another_build_is_refused_warned_about_or_ignored_as_the_policy_says() {
         let bin = binary(&[("main", 12), ("work", 32)]);
@@ -197,7 +248,7 @@ mod tests {
         ));
         let warned = fit(&other, &bin, policy(OtherBuildPolicy::Warn, 0.0)).unwrap();
         assert!(matches!(warned.warnings[0], FitWarning::OtherBuild(_)));
-        let ignored = fit(&other, &bin, policy(OtherBuildPolicy::Ignore, 0.0)).unwrap();
+        let ignored = any_build(&other, &bin, 0.0).unwrap();
         assert!(!ignored
             .warnings
             .iter()
@@ -229,11 +280,14 @@ mod tests {
     #[test]
     fn less_than_min_matched_of_the_weight_is_refused() {
         let bin = binary(&[("main", 12), ("work", 32)]);
-        let err = fit(&profile("00"), &bin, policy(OtherBuildPolicy::Ignore, 0.8)).unwrap_err();
+        let err = any_build(&profile("00"), &bin, 0.8).unwrap_err();
         assert!(
             matches!(&err, FitError::TooLittleMatched { matched, min } if matched.share() < *min),
             "{err}"
         );
-        assert!(fit(&profile("00"), &bin, policy(OtherBuildPolicy::Ignore, 0.7)).is_ok());
+        assert!(any_build(&profile("00"), &bin, 0.7).is_ok());
+        // Never refused, however little matches: the caller judges the share.
+        let known = fit_to_prints(&profile("00"), &bin, &Fingerprints::default());
+        assert!(known.matched.share() < 0.8);
     }
 }

@@ -32,12 +32,13 @@ pub fn merge(new: &Graph, old: &Graph, decay: f64) -> Graph {
 }
 
 /// A part's weight factor at `age`: halved every `half_life_days`.
-pub fn age_weight(age: Duration, half_life_days: f64) -> f64 {
+fn age_weight(age: Duration, half_life_days: f64) -> f64 {
     0.5f64.powf(age.as_secs_f64() / 86400.0 / half_life_days)
 }
 
 /// One profile of a merge weighed by age.
 pub struct AgedPart<'a> {
+    /// The profile, already fitted to the binary the merge is for.
     pub graph: &'a Graph,
     /// The weight asked for, before the age decay.
     pub weight: f64,
@@ -47,6 +48,7 @@ pub struct AgedPart<'a> {
 
 /// What [`merge_aged`] made.
 pub struct AgedMerge {
+    /// The merged profile.
     pub graph: Graph,
     /// Each part's weight after its age decay, in the parts' order (before `scale`).
     pub weights: Vec<f64>,
@@ -87,7 +89,7 @@ pub fn merge_aged(parts: &[AgedPart], now: SystemTime, half_life_days: Option<f6
 /// weight of its own or through a call. A function's size and aliases come from the first part
 /// that has it. Scaled samples and calls round to the nearest count; sites round down, so that
 /// a call's sites still fit in it.
-pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
+pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     let mut b = GraphBuilder::default();
     if parts.is_empty() {
         return b.finish();
@@ -152,7 +154,7 @@ pub fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
 /// [`MAX_WEIGHT`]) by so that the merged samples and call weights each sum to at most
 /// [`MAX_COUNT`], the most a reader takes. Rounding adds at most half a count to each record,
 /// which the room left for them covers.
-pub fn fitting_scale(parts: &[(&Graph, f64)]) -> f64 {
+fn fitting_scale(parts: &[(&Graph, f64)]) -> f64 {
     let weighted = |total: fn(&Graph) -> u64| -> f64 {
         parts
             .iter()

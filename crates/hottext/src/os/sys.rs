@@ -3,13 +3,27 @@
 //! limits, `kernel.*` sysctls, PMUs, the CPUs' vendor and clock, the host name.
 
 use std::io;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use super::proc::{cgroups, Pid};
 
+/// The folder of the transparent-huge-page switches, spelled once for the constants below.
+macro_rules! thp_dir {
+    () => {
+        "/sys/kernel/mm/transparent_hugepage"
+    };
+}
+
 /// The folder of the transparent-huge-page switches (`enabled`, `defrag`, `khugepaged/defrag`).
-pub(crate) const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
+pub(crate) const THP_DIR: &str = thp_dir!();
+/// The system-wide THP switch: always, madvise, never.
+pub(crate) const THP_ENABLED_FILE: &str = concat!(thp_dir!(), "/enabled");
+/// How hard a THP fault works for a huge page: defer+madvise, madvise, always, ...
+pub(crate) const THP_DEFRAG_FILE: &str = concat!(thp_dir!(), "/defrag");
+/// One folder per cpufreq policy (a group of CPUs that share a clock): `policyN`.
+pub(crate) const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -169,6 +183,29 @@ pub(crate) fn cpu_khz(cpu: u32) -> Option<f64> {
     .trim()
     .parse()
     .ok()
+}
+
+/// The `scaling_governor` file of every cpufreq policy folder that has one, sorted; empty
+/// without cpufreq (most VMs).
+pub(crate) fn cpufreq_governor_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(CPUFREQ_DIR)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path().join("scaling_governor"))
+                .filter(|p| p.exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// The file `name` (`level`, `type`, `size`, `ways_of_associativity`, ...) describing cache
+/// `index` of CPU 0; `None` when it cannot be read.
+pub(crate) fn cpu0_cache_file(index: u32, name: &str) -> Option<String> {
+    read(&format!(
+        "/sys/devices/system/cpu/cpu0/cache/index{index}/{name}"
+    ))
 }
 
 #[cfg(test)]

@@ -43,18 +43,26 @@ use crate::os::proc::Pid;
 use crate::profile::record;
 use serde::Deserialize;
 
+/// A service's pipeline configuration (`hottext.toml`), read by [`Config::load`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[service]`: what to record and how to find it.
     pub service: Service,
+    /// `[record]`: how long and how often to sample.
     #[serde(default)]
     pub record: Record,
+    /// `[store]`: where profiles are kept.
     pub store: StoreConfig,
+    /// `[repo]`: the repository that holds the meta file.
     pub repo: RepoConfig,
+    /// `[merge]`: how the previous profile is weighed.
     #[serde(default)]
     pub merge: Merge,
+    /// `[fleet]`: how the merge job weighs the hosts' uploads.
     #[serde(default)]
     pub fleet: Fleet,
+    /// `[gate]`: what a profile must show to be stored.
     #[serde(default)]
     pub gate: Gate,
     /// The config file's folder: relative paths and commands start from here.
@@ -62,14 +70,19 @@ pub struct Config {
     pub base: PathBuf,
 }
 
+/// `[service]`: the service to record.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
+    /// Its name: in unit files, upload entries and commit messages.
     pub name: String,
     /// The executable (with symbols). Defaults to the running process's `/proc/PID/exe`.
     pub binary: Option<PathBuf>,
+    /// The running process to record.
     pub pid: Option<Pid>,
+    /// A file holding the pid of the process to record.
     pub pid_file: Option<PathBuf>,
+    /// The systemd unit whose main process to record.
     pub systemd_unit: Option<String>,
     /// Start the service with this command, record it, stop it.
     pub command: Option<Vec<String>>,
@@ -79,12 +92,15 @@ pub struct Service {
     /// With `command`: how long the service needs to start before recording begins.
     #[serde(default = "default_startup")]
     pub startup_seconds: f64,
+    /// The service's version, written into the meta file.
     pub version: Option<String>,
+    /// A command that prints the version (instead of `version`).
     pub version_command: Option<Vec<String>>,
     /// The host's name in its uploads (`--upload-only`); default: the kernel's host name.
     pub host: Option<String>,
 }
 
+/// `[record]`: how the service is sampled.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
@@ -95,19 +111,24 @@ pub struct Record {
     pub frequency: Option<u32>,
 }
 
+/// `[store]`: the profile store.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// The store's location: a folder, `file://` or `s3://` URL.
     pub url: String,
 }
 
+/// `[repo]`: the repository the meta file is committed to.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepoConfig {
+    /// The repository's folder (default: the config file's).
     #[serde(default = "default_repo")]
     pub path: PathBuf,
     /// The meta file's path inside the repository.
     pub meta: PathBuf,
+    /// The branch to commit to.
     #[serde(default = "default_branch")]
     pub branch: String,
     /// A remote to push the branch to after committing.
@@ -134,6 +155,7 @@ pub struct Fleet {
     pub min_matched: f64,
 }
 
+/// `[merge]`: how a run's profile and the previous one are merged.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Merge {
@@ -143,6 +165,7 @@ pub struct Merge {
     pub decay: f64,
 }
 
+/// `[gate]`: the quality gate's limits.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
@@ -237,16 +260,26 @@ impl Default for Gate {
     }
 }
 
+/// Why a configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A config file that cannot be read.
     #[error("cannot read config {path}: {source}")]
     Io {
+        /// The config file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// A config file that is not valid TOML or holds a bad value.
     #[error("config {path}: {msg}")]
-    Invalid { path: PathBuf, msg: String },
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        msg: String,
+    },
 }
 
 impl Config {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::binary::Binary;
-use crate::graph::fit::{fit, CodePrints, FitError, FitPolicy, Fitted, Matched, OtherBuildPolicy};
+use crate::graph::fit::{fit_any_build, CodePrints, FitError, Fitted, Matched};
 use crate::graph::{Graph, GraphError};
 use crate::store::meta::{Meta, MetaError};
 use crate::store::{ObjectHash, Store, StoreError};
@@ -19,52 +19,86 @@ use crate::store::{ObjectHash, Store, StoreError};
 /// A profile fitted to a binary.
 #[derive(Debug)]
 pub struct Fetched {
+    /// The meta file that named the profile.
     pub meta: Meta,
     /// The profile with the binary's names; functions it lacks are left out.
     pub graph: Graph,
+    /// How much of the profile's weight the binary has.
     pub matched: Matched,
 }
 
+/// Why a build cannot have its profile.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FetchError {
+    /// No meta file: nothing was published yet.
     #[error("there is no meta file {path}: no profile has been published for this service yet")]
-    NoMeta { path: PathBuf },
+    NoMeta {
+        /// The meta file.
+        path: PathBuf,
+    },
+    /// The meta file cannot be read or is malformed.
     #[error(transparent)]
     Meta(#[from] MetaError),
+    /// The store cannot give the object.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The object's size is not the one the meta file states.
     #[error("store object {hash} has {actual} bytes but the meta file says {expected}: the meta file names the wrong object")]
     SizeMismatch {
+        /// The object.
         hash: ObjectHash,
+        /// The size the meta file states.
         expected: u64,
+        /// The object's size.
         actual: u64,
     },
+    /// The object is not a readable profile.
     #[error("store object {hash} is not a hottext profile: {source}")]
     NotAProfile {
+        /// The object.
         hash: ObjectHash,
+        /// Why it does not read.
         source: GraphError,
     },
+    /// The meta file names a store with options.
     #[error("{path} names the store '{store}' with options (after '?'): a meta file says where the profile is, never how to reach it, because a one-line change to it would send this build's credentials elsewhere; give the endpoint and its options with --store")]
-    StoreOptionsInMeta { path: PathBuf, store: String },
+    StoreOptionsInMeta {
+        /// The meta file.
+        path: PathBuf,
+        /// The store it names.
+        store: String,
+    },
+    /// The profile's build-id is not the one the meta file states.
     #[error("store object {hash} is a profile of build-id {profile}, but the meta file says {meta}: the meta file names the wrong object")]
     Disagrees {
+        /// The object.
         hash: ObjectHash,
+        /// The build-id the meta file states.
         meta: String,
+        /// The profile's build-id.
         profile: String,
     },
+    /// The binary's code cannot be read to fingerprint it.
     #[error("cannot read the code of {path}: {source}")]
     Binary {
+        /// The binary.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     #[error("profile {hash} is stale: only {:.1}% of its weight matches {} (at least {:.0}% needed); {} functions are gone, e.g. {}",
         100.0 * matched.share(), binary.display(), 100.0 * min, matched.unmatched.len(),
         matched.unmatched.iter().take(5).cloned().collect::<Vec<_>>().join(", "))]
+    /// Too little of the profile's weight matches the binary.
     Stale {
+        /// The object.
         hash: ObjectHash,
+        /// The binary.
         binary: PathBuf,
+        /// What matched.
         matched: Box<Matched>,
+        /// The share required.
         min: f64,
     },
 }
@@ -99,16 +133,22 @@ impl FetchError {
 /// What the build needs to know besides the order.
 #[derive(Debug, Clone, Serialize)]
 pub struct FetchSummary<'a> {
+    /// The meta file that named the profile.
     pub meta: &'a Meta,
     /// Shares (0 to 1) of the profile's weight that match the binary: in all, by name, by code.
     pub matched_fraction: f64,
+    /// Of which by name.
     pub matched_by_name_fraction: f64,
+    /// Of which by code, under another name.
     pub matched_by_code_fraction: f64,
+    /// Functions found under a new name: (profile name, binary name).
     pub renamed: &'a [(String, String)],
+    /// How many sampled functions the binary lacks.
     pub unmatched: usize,
 }
 
 impl Fetched {
+    /// What the build should be told about the fetched profile, for printing.
     pub fn summary(&self) -> FetchSummary<'_> {
         let share = |n: u64| n as f64 / self.matched.total.max(1) as f64;
         FetchSummary {
@@ -178,23 +218,18 @@ pub fn fetch(
             });
         }
     }
-    let policy = FitPolicy {
-        // The meta file's build-id is checked above; the binary being built is a new build.
-        other_build: OtherBuildPolicy::Ignore,
-        code: CodePrints::Eager,
-        min_matched,
-    };
     let stale = |matched| FetchError::Stale {
         hash,
         binary: binary.path.clone(),
         matched: Box::new(matched),
         min: min_matched,
     };
-    let Fitted { graph, matched, .. } = match fit(&profile, binary, policy) {
+    // The meta file's build-id is checked above; the binary being built is a new build.
+    let fitted = fit_any_build(&profile, binary, CodePrints::Eager, min_matched);
+    let Fitted { graph, matched, .. } = match fitted {
         Ok(fitted) => fitted,
         Err(FitError::TooLittleMatched { matched, .. }) => return Err(stale(*matched)),
         Err(FitError::Code { path, source }) => return Err(FetchError::Binary { path, source }),
-        Err(FitError::OtherBuild(_)) => unreachable!("the policy ignores the build"),
     };
     if graph.funcs().is_empty() {
         return Err(stale(matched));

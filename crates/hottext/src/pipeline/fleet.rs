@@ -14,14 +14,14 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::config::Config;
-use super::gate::{self, Check};
+use super::gate::{self, Gated};
 use super::gather::{self, Gathered};
-use super::{service, stored_profile, PipelineError, Progress};
+use super::{store_profile, PipelineError, Progress, Stored};
 use crate::binary::Binary;
-use crate::graph::fit::{fit, CodePrints, FitError, FitPolicy, OtherBuildPolicy};
+use crate::graph::fit::{fit_any_build, CodePrints, FitError};
 use crate::graph::merge::{merge_aged, AgedPart};
 use crate::graph::Graph;
-use crate::store::meta::{self, Meta};
+use crate::store::meta;
 use crate::store::uploads::{check_name, Upload};
 use crate::store::Store;
 
@@ -30,15 +30,21 @@ use crate::store::Store;
 pub struct HostUpload {
     /// The entry's key in the store.
     pub entry: String,
+    /// The host that uploaded it.
     pub host: String,
+    /// The stored profile it names, when its entry could be read.
     pub object: Option<String>,
+    /// When its recording ended.
     pub window_end: Option<String>,
+    /// Its age in days at the merge.
     pub age_days: f64,
+    /// Samples in its recording.
     pub samples: u64,
     /// Share (0 to 1) of the upload's weight that the binary has.
     pub matched_fraction: f64,
     /// 0.5^(age / half-life) when merged, 0 when refused.
     pub weight: f64,
+    /// Whether it went into the merge.
     pub merged: bool,
     /// Why it was refused.
     pub note: Option<String>,
@@ -47,16 +53,16 @@ pub struct HostUpload {
 /// What an upload-only run did.
 #[derive(Debug, Clone, Serialize)]
 pub struct UploadReport {
+    /// The service's name.
     pub service: String,
+    /// This host's name in its upload.
     pub host: String,
-    pub passed: bool,
-    pub gate: Vec<Check>,
-    pub samples: u64,
-    pub resolved_fraction: f64,
-    pub window_start: String,
-    pub window_end: String,
+    /// The recording and the gate's verdict.
+    #[serde(flatten)]
+    pub gated: Gated,
     /// Set when the gate passed: the stored profile and its entry.
     pub object: Option<String>,
+    /// The upload's entry in the store, when the gate passed.
     pub entry: Option<String>,
 }
 
@@ -97,41 +103,22 @@ pub fn upload(
         resolved: g.resolved,
         drift: None,
     };
-    let checks = gate::check(&config.gate, &facts);
     let mut report = UploadReport {
         service: config.service.name.clone(),
         host: host.clone(),
-        passed: checks.iter().all(|c| c.passed),
-        gate: checks,
-        samples: g.samples,
-        resolved_fraction: g.resolved,
-        window_start: meta::time(g.window_start),
-        window_end: meta::time(g.window_end),
+        gated: Gated::judge(&config.gate, &facts, g.window_start, g.window_end),
         object: None,
         entry: None,
     };
-    if !report.passed {
+    if !report.gated.passed {
         return Ok(report);
     }
-    let version = service::version(config);
     g.graph.set_header("host", &host);
-    let bytes = stored_profile(&mut g, config, &version)?;
-    let store = Store::open(&config.store.url)?;
-    let put = store.put(&bytes)?;
+    let Stored { store, put, meta } = store_profile(&mut g, config)?;
     let upload = Upload {
         service: config.service.name.clone(),
         host,
-        meta: Meta {
-            object: put.hash,
-            store: crate::store::location(&config.store.url).to_string(),
-            size: put.size,
-            format: crate::graph::declared_format(&bytes),
-            samples: g.samples,
-            window_start: g.window_start,
-            window_end: g.window_end,
-            binary_build_id: g.binary.build_id_hex(),
-            binary_version: version,
-        },
+        meta,
     };
     report.entry = Some(store.announce(&upload).map_err(upload_error)?);
     report.object = Some(put.hash.to_string());
@@ -197,13 +184,9 @@ pub fn from_uploads(config: &Config, now: SystemTime) -> Result<Gathered, Pipeli
                 continue;
             }
         };
-        let policy = FitPolicy {
-            // Each upload comes from a build of its own; what fits is what matched.
-            other_build: OtherBuildPolicy::Ignore,
-            code: CodePrints::Known(&prints),
-            min_matched: fleet.min_matched,
-        };
-        let fitted = match fit(&profile, &binary, policy) {
+        // Each upload comes from a build of its own; what fits is what matched.
+        let code = CodePrints::Known(&prints);
+        let fitted = match fit_any_build(&profile, &binary, code, fleet.min_matched) {
             Ok(fitted) => fitted,
             Err(FitError::TooLittleMatched { matched, .. }) => {
                 host.matched_fraction = matched.share();

@@ -1,16 +1,56 @@
 //! The quality gate: a profile lands only if it looks like the service under real load. A
 //! failed gate changes nothing (no object, no commit), so last week's profile stays in use.
 
+use std::time::SystemTime;
+
 use serde::Serialize;
 
 use super::config::Gate;
+use crate::store::meta;
+
+/// A run's recording and the gate's verdict on it: the part `pipeline run`'s report and an
+/// upload's report share (flattened into each, so their JSON keys stay where they were).
+#[derive(Debug, Clone, Serialize)]
+pub struct Gated {
+    /// Whether every check passed: only then is anything stored.
+    pub passed: bool,
+    /// Each check, passed or not.
+    pub gate: Vec<Check>,
+    /// Samples of the binary in the run.
+    pub samples: u64,
+    /// Share (0 to 1) of the binary's samples that fell in a function.
+    pub resolved_fraction: f64,
+    /// When the recording began, as the meta file writes times.
+    pub window_start: String,
+    /// When the recording ended.
+    pub window_end: String,
+}
+
+impl Gated {
+    /// The gate's checks of `facts`, recorded from `start` to `end`.
+    pub(crate) fn judge(gate: &Gate, facts: &Facts, start: SystemTime, end: SystemTime) -> Gated {
+        let checks = check(gate, facts);
+        Gated {
+            passed: checks.iter().all(|c| c.passed),
+            gate: checks,
+            samples: facts.samples,
+            resolved_fraction: facts.resolved,
+            window_start: meta::time(start),
+            window_end: meta::time(end),
+        }
+    }
+}
 
 /// One check of the gate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
+    /// The check's name (`samples`, `resolved`, `drift`).
     pub name: &'static str,
+    /// The measured figure.
     pub value: f64,
+    /// The limit it is held to.
     pub limit: f64,
+    /// Whether the figure is within the limit.
     pub passed: bool,
     /// One line for people: the figure against its limit.
     pub detail: String,
@@ -18,7 +58,7 @@ pub struct Check {
 
 /// What the gate looks at.
 #[derive(Debug, Clone, Copy)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Samples of the binary in this run.
     pub samples: u64,
     /// Of those, the share that fell in a function symbol.
@@ -27,7 +67,8 @@ pub struct Facts {
     pub drift: Option<f64>,
 }
 
-pub fn check(gate: &Gate, facts: &Facts) -> Vec<Check> {
+/// Each check of the gate on `facts`, passed or not.
+pub(crate) fn check(gate: &Gate, facts: &Facts) -> Vec<Check> {
     let mut checks = vec![
         Check {
             name: "samples",

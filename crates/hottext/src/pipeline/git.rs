@@ -15,23 +15,46 @@ use std::process::{Command, Stdio};
 /// Who commits when git has no identity configured (a fresh CI machine).
 const DEFAULT_AUTHOR: (&str, &str) = ("hottext pipeline", "hottext@localhost");
 
+/// Why the pipeline's git step failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GitError {
+    /// There is no `git` to run.
     #[error("git is not installed (no `git` in PATH); install it (Debian: apt-get install git)")]
     Missing,
+    /// The folder is not in a git repository.
     #[error("{dir} is not in a git repository: {stderr}")]
-    NotARepo { dir: PathBuf, stderr: String },
-    #[error("git {args} failed in {dir}: {stderr}")]
-    Failed {
+    NotARepo {
+        /// The folder.
         dir: PathBuf,
-        args: String,
+        /// What git said.
         stderr: String,
     },
+    /// A git command failed.
+    #[error("git {args} failed in {dir}: {stderr}")]
+    Failed {
+        /// The folder git ran in.
+        dir: PathBuf,
+        /// Its arguments.
+        args: String,
+        /// What it said.
+        stderr: String,
+    },
+    /// The branch moved while the run ran.
     #[error("branch {branch} moved while the pipeline ran (someone else committed to it); nothing was changed: run again")]
-    BranchMoved { branch: String },
+    BranchMoved {
+        /// The branch.
+        branch: String,
+    },
+    /// The meta file has uncommitted changes.
     #[error("{path} has local changes in the checked-out branch {branch}; commit or discard them first, the pipeline will not overwrite them")]
-    LocalChanges { path: PathBuf, branch: String },
+    LocalChanges {
+        /// The meta file.
+        path: PathBuf,
+        /// The checked-out branch.
+        branch: String,
+    },
+    /// The `[repo] author` is not `Name <email>`.
     #[error("author '{0}' is not 'Name <email>'")]
     BadAuthor(String),
 }

@@ -40,18 +40,30 @@ impl Drop for Scratch {
 #[derive(Debug)]
 pub struct Lock {
     _file: File,
+    /// The lock file.
     pub path: PathBuf,
 }
 
+/// Why the pipeline's lock cannot be had.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
+    /// The lock file cannot be opened.
     #[error("cannot open the lock file {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The lock is held by another run for longer than the wait.
     #[error("another pipeline run ({holder}) has held {path} for longer than {waited:?}; try again later")]
     Busy {
+        /// The lock file.
         path: PathBuf,
+        /// What the lock file says holds it.
         holder: String,
+        /// How long this run waited.
         waited: Duration,
     },
 }

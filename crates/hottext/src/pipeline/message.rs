@@ -14,15 +14,15 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
         m,
         "hottext: refresh the profile of {} ({} samples, {:.1}% resolved)",
         r.service,
-        r.samples,
-        100.0 * r.resolved_fraction
+        r.gated.samples,
+        100.0 * r.gated.resolved_fraction
     );
     let _ = writeln!(m);
     let _ = writeln!(m, "object    {}", meta.object);
     let _ = writeln!(
         m,
         "window    {} .. {} ({:.0} s recorded)",
-        r.window_start, r.window_end, r.seconds
+        r.gated.window_start, r.gated.window_end, r.seconds
     );
     let _ = writeln!(
         m,
@@ -103,7 +103,7 @@ pub(super) fn commit_message(r: &Report, meta: &Meta, config: &Config) -> String
         }
     }
     let _ = writeln!(m, "\ngate:");
-    for c in &r.gate {
+    for c in &r.gated.gate {
         let _ = writeln!(
             m,
             "  {} {}",

@@ -33,15 +33,16 @@ use serde::Serialize;
 
 use crate::binary::fingerprint::Fingerprints;
 use crate::binary::{Binary, BinaryError};
+use crate::graph::fit::{fit_to_prints, Fitted};
 use crate::graph::{drift, merge, Graph, GraphError};
 use crate::profile::record::RecordError;
 use crate::profile::ProfileError;
 use crate::store::meta::{self, Meta, MetaError};
-use crate::store::{Store, StoreError};
+use crate::store::{Put, Store, StoreError};
 
 use config::Config;
 use drift::Drift;
-use gate::Check;
+use gate::Gated;
 use git::{GitError, Repo};
 use lock::{Lock, LockError, Scratch};
 use message::commit_message;
@@ -51,32 +52,46 @@ const TOP_MOVERS: usize = 8;
 /// The command named in the meta files the pipeline commits.
 const PIPELINE_RUN: &str = "hottext pipeline run";
 
+/// Why a pipeline run failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
+    /// The configuration cannot be used.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    /// Another run holds the lock.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// The git step failed.
     #[error(transparent)]
     Git(#[from] GitError),
+    /// The service cannot be found, started or named.
     #[error("{0}")]
     Service(String),
+    /// The recording failed.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The binary cannot be read.
     #[error(transparent)]
     Binary(#[from] BinaryError),
+    /// perf.data cannot be read.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A file or folder could not be read or written.
     #[error("{what}: {source}")]
     Io {
+        /// What was being done.
         what: String,
+        /// Why it failed.
         source: std::io::Error,
     },
+    /// The run was interrupted by a signal.
     #[error("interrupted: the service and load hottext started are stopped, and nothing was stored or committed")]
     Interrupted,
+    /// The written profile does not read back.
     #[error("the profile this run wrote does not read back ({0}): it is not stored, so no build can fetch it; please report this as a hottext bug")]
     Unreadable(GraphError),
 }
@@ -99,9 +114,19 @@ pub struct RunOptions {
 #[derive(Debug, Clone, Copy)]
 pub enum Progress {
     /// The service is being recorded: this long so far, of `total` (less if its load ends).
-    Recording { elapsed: Duration, total: Duration },
+    Recording {
+        /// How long so far.
+        elapsed: Duration,
+        /// How long it will record at most.
+        total: Duration,
+    },
     /// perf.data is being read: `done` of `total` bytes.
-    Reading { done: u64, total: u64 },
+    Reading {
+        /// Bytes read.
+        done: u64,
+        /// Bytes in all.
+        total: u64,
+    },
     /// The profile is being merged, gated, stored and committed.
     Finishing,
 }
@@ -109,10 +134,13 @@ pub enum Progress {
 /// The previous profile and what became of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Previous {
+    /// The stored object the meta file named, when it could be read.
     pub object: Option<String>,
     /// Share (0 to 1) of its weight that matched the current binary, and of it by code.
     pub matched_fraction: f64,
+    /// Of which by code, under another name.
     pub matched_by_code_fraction: f64,
+    /// Whether it was merged into this run's profile.
     pub merged: bool,
     /// Why it was not merged, if it was not.
     pub note: Option<String>,
@@ -121,30 +149,37 @@ pub struct Previous {
 /// What a run did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The service's name.
     pub service: String,
-    pub passed: bool,
-    pub gate: Vec<Check>,
-    pub samples: u64,
-    /// Share (0 to 1) of the binary's samples that fell in a function.
-    pub resolved_fraction: f64,
-    pub window_start: String,
-    pub window_end: String,
+    /// The recording and the gate's verdict.
+    #[serde(flatten)]
+    pub gated: Gated,
+    /// Seconds recorded.
     pub seconds: f64,
     /// Functions with samples in this run, and how many of them hold 99% of the samples.
     pub sampled_functions: usize,
+    /// The fewest of them that hold 99% of the samples.
     pub functions_for_99_percent: usize,
+    /// The previous profile, when the meta file names one.
     pub previous: Option<Previous>,
+    /// How far this run moved from the previous profile.
     pub drift: Option<Drift>,
     /// The fleet's merge job: every upload in the window, merged or refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uploads: Option<Vec<fleet::HostUpload>>,
     /// Set when the gate passed: the stored profile, the meta file, the commit.
     pub object: Option<String>,
+    /// Whether the store had the object already.
     pub object_existed: bool,
+    /// The meta file, inside the repository.
     pub meta: PathBuf,
+    /// The branch committed to.
     pub branch: String,
+    /// The commit, when one was made.
     pub commit: Option<String>,
+    /// The remote pushed to, when `[repo] push` is set.
     pub pushed_to: Option<String>,
+    /// The commit message.
     pub message: Option<String>,
 }
 
@@ -201,23 +236,15 @@ pub fn run(
             Some("the fleet's uploads in the window replace it (compared for drift only)".into());
     }
     let drift = old.as_ref().map(|o| drift::drift(o, &g.graph, TOP_MOVERS));
-    let checks = gate::check(
-        &config.gate,
-        &gate::Facts {
-            samples: g.samples,
-            resolved: g.resolved,
-            drift: drift.as_ref().map(|d| d.distance),
-        },
-    );
+    let facts = gate::Facts {
+        samples: g.samples,
+        resolved: g.resolved,
+        drift: drift.as_ref().map(|d| d.distance),
+    };
     let (sampled_functions, functions_for_99_percent) = coverage(&g.graph);
     let mut report = Report {
         service: config.service.name.clone(),
-        passed: checks.iter().all(|c| c.passed),
-        gate: checks,
-        samples: g.samples,
-        resolved_fraction: g.resolved,
-        window_start: meta::time(g.window_start),
-        window_end: meta::time(g.window_end),
+        gated: Gated::judge(&config.gate, &facts, g.window_start, g.window_end),
         seconds: g.seconds,
         sampled_functions,
         functions_for_99_percent,
@@ -232,7 +259,7 @@ pub fn run(
         pushed_to: None,
         message: None,
     };
-    if !report.passed {
+    if !report.gated.passed {
         return Ok(report);
     }
 
@@ -245,22 +272,7 @@ pub fn run(
             );
         }
     }
-    let version = service::version(config);
-    let bytes = stored_profile(&mut g, config, &version)?;
-
-    let store = Store::open(&config.store.url)?;
-    let put = store.put(&bytes)?;
-    let meta = Meta {
-        object: put.hash,
-        store: crate::store::location(&config.store.url).to_string(),
-        size: put.size,
-        format: crate::graph::declared_format(&bytes),
-        samples: g.samples,
-        window_start: g.window_start,
-        window_end: g.window_end,
-        binary_build_id: g.binary.build_id_hex(),
-        binary_version: version,
-    };
+    let Stored { store, put, meta } = store_profile(&mut g, config)?;
     report.object = Some(put.hash.to_string());
     report.object_existed = put.existed;
     let message = commit_message(&report, &meta, config);
@@ -285,6 +297,34 @@ pub fn run(
             .map_err(|e| PipelineError::Service(e.to_string()))?;
     }
     Ok(report)
+}
+
+/// The run's profile in the configured store: the store, what was put, and the meta file
+/// that names it.
+struct Stored {
+    store: Store,
+    put: Put,
+    meta: Meta,
+}
+
+/// Puts the run's profile ([`stored_profile`]) in the configured store.
+fn store_profile(g: &mut gather::Gathered, config: &Config) -> Result<Stored, PipelineError> {
+    let version = service::version(config);
+    let bytes = stored_profile(g, config, &version)?;
+    let store = Store::open(&config.store.url)?;
+    let put = store.put(&bytes)?;
+    let meta = Meta {
+        object: put.hash,
+        store: crate::store::location(&config.store.url).to_string(),
+        size: put.size,
+        format: crate::graph::declared_format(&bytes),
+        samples: g.samples,
+        window_start: g.window_start,
+        window_end: g.window_end,
+        binary_build_id: g.binary.build_id_hex(),
+        binary_version: version,
+    };
+    Ok(Stored { store, put, meta })
 }
 
 /// The profile as the store keeps it: `g`'s graph with the headers that say what it is and the
@@ -361,7 +401,11 @@ fn previous_profile(
         Ok(g) => g,
         Err(e) => return (Some(not_merged(object, e)), None),
     };
-    let (old, matched) = crate::graph::fit::rematch(&old, binary, prints);
+    let Fitted {
+        graph: old,
+        matched,
+        ..
+    } = fit_to_prints(&old, binary, prints);
     let share = matched.share();
     let by_code = matched.by_code as f64 / matched.total.max(1) as f64;
     let merged = share >= config.gate.min_previous_matched;

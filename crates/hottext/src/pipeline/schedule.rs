@@ -51,7 +51,9 @@ pub(crate) fn check_service_name(service: &str) -> Result<(), String> {
 pub struct Units {
     /// `hottext-pipeline-<service>`; the files are `<name>.service` and `<name>.timer`.
     pub name: String,
+    /// The `.service` unit's text.
     pub service: String,
+    /// The `.timer` unit's text.
     pub timer: String,
     /// The crontab line that does the same.
     pub cron: String,
@@ -186,18 +188,34 @@ pub fn systemd_running() -> bool {
     Path::new("/run/systemd/system").is_dir()
 }
 
+/// Why the pipeline cannot be scheduled.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
+    /// A unit file cannot be written.
     #[error("cannot write {path}: {source}")]
     Write {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// A path a unit file or crontab line cannot hold safely.
     #[error("cannot schedule the pipeline with the path {path:?}: {why}; move it to a plain path")]
-    UnsafePath { path: PathBuf, why: String },
+    UnsafePath {
+        /// The path.
+        path: PathBuf,
+        /// What is unsafe about it.
+        why: String,
+    },
+    /// systemctl failed.
     #[error("systemctl {args} failed: {stderr}")]
-    Systemctl { args: String, stderr: String },
+    Systemctl {
+        /// Its arguments.
+        args: String,
+        /// What it said.
+        stderr: String,
+    },
 }
 
 /// Writes the units into `dir` atomically and returns their paths.

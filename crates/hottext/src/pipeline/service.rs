@@ -21,12 +21,17 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// A finished recording.
 #[derive(Debug)]
 pub struct Recording {
+    /// The perf.data written.
     pub perf_data: PathBuf,
+    /// The process recorded.
     pub pid: Pid,
     /// The executable to read symbols from.
     pub binary: PathBuf,
+    /// When the recording began.
     pub start: SystemTime,
+    /// When it ended.
     pub end: SystemTime,
+    /// How `perf record` ended.
     pub outcome: Outcome,
 }
 

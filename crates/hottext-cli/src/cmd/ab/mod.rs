@@ -180,10 +180,13 @@ pub struct Args {
     /// subtracted (default: none; the server starts, gets ready and stops).
     #[arg(long, value_name = "CMD", requires_all = ["simulate", "server_a"])]
     baseline_load: Option<String>,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] =
+    &[("ab", table::STREAM), ("ab --simulate", simulated::STREAM)];
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.runs < MIN_ROUNDS {
@@ -195,7 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     // From here on Ctrl-C stops the current run and any server, then ends with an error.
     let interrupted = cancel::on_interrupt();
-    let mode = output::Mode::from_json_flag(args.json);
+    let mode = args.json.mode();
     if args.simulate {
         return simulated::run(simulated::config(&args, config)?, mode, interrupted);
     }

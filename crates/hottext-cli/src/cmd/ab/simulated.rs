@@ -145,6 +145,9 @@ struct Shown<'a> {
     config: &'a SimConfig,
 }
 
+/// The stream of `ab --simulate`'s report (`ab::STREAMS`).
+pub(super) const STREAM: output::Stream = <Shown as output::Report>::STREAM;
+
 impl output::Report for Shown<'_> {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         print_report(out, self.config, self.report)

@@ -7,6 +7,9 @@ use hottext::measure::ab::Report;
 
 use crate::output::{self, with_unit, Comparison, ComparisonColumns, Mode};
 
+/// The stream of `ab`'s report (`ab::STREAMS`).
+pub(super) const STREAM: output::Stream = <Report as output::Report>::STREAM;
+
 impl output::Report for Report {
     /// The report as a table: a row a metric, its medians, B/A and verdict, then the notes.
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use hottext::profile::{events, Event};
 use serde::Serialize;
 
 use super::{progress_bar, Args};
-use crate::output::{self, Mode};
+use crate::output;
 
 #[derive(Serialize)]
 struct EventList<'a> {
@@ -26,10 +26,13 @@ pub(super) fn list(args: &Args, bytes: u64) -> anyhow::Result<ExitCode> {
         perf_data: &args.perf_data,
         events: &events,
     };
-    output::emit(&list, Mode::from_json_flag(args.json))
+    output::emit(&list, args.json.mode())
 }
 
 /// The list on stdout: it is what was asked for (no profile is written).
+/// The stream of the event list (`profile::STREAMS`).
+pub(super) const STREAM: output::Stream = <EventList as output::Report>::STREAM;
+
 impl output::Report for EventList<'_> {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         let events = self.events;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::os::proc::Pid;
@@ -14,7 +14,7 @@ use hottext::profile::{
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{pid_arg, refuse_outputs_over_inputs, write_output_file};
-use crate::output::{self, Mode};
+use crate::output;
 
 mod events;
 mod summary;
@@ -77,10 +77,15 @@ pub struct Args {
     /// the binary's samples and of its processes' (as `perf report --no-children` does).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
-    /// Print the figures as JSON on stdout (needs -o for the profile itself).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
+
+/// docs/output.md's stream table rows of this verb: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] = &[
+    ("profile", summary::STREAM),
+    ("profile --events", events::STREAM),
+];
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::metadata(&args.perf_data)
@@ -89,9 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(binary_path) = &args.binary else {
         return events::list(&args, bytes);
     };
-    if args.json && args.output.is_none() {
-        bail!("--json prints the figures on stdout; give -o FILE for the profile");
-    }
+    (args.json).refuse_payload_on_stdout(args.output.as_deref(), "profile")?;
     refuse_outputs_over_inputs(
         &[("-o", args.output.as_deref())],
         &[&args.perf_data, binary_path],
@@ -143,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         stats: &stats,
     };
     warn_about(&stats, &graph, binary_path);
-    output::emit(&summary, Mode::from_json_flag(args.json))
+    output::emit(&summary, args.json.mode())
 }
 
 fn progress_bar(bytes: u64) -> ProgressBar {

@@ -27,6 +27,9 @@ pub(super) struct Summary<'a> {
     pub(super) stats: &'a Stats,
 }
 
+/// The stream of `profile`'s report (`profile::STREAMS`).
+pub(super) const STREAM: Stream = <Summary as output::Report>::STREAM;
+
 impl output::Report for Summary<'_> {
     /// Stderr: without -o the profile is on stdout.
     const STREAM: Stream = Stream::Stderr;

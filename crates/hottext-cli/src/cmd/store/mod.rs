@@ -13,7 +13,8 @@ use hottext::store::{ObjectHash, Store};
 use super::{refuse_outputs_over_inputs, write_output_file};
 
 mod printed;
-use crate::output::{self, Mode};
+use crate::output;
+pub(crate) use printed::STREAMS;
 use printed::{Collected, Listed, Stored};
 
 /// Put, get, list and collect profiles in a content-addressed store
@@ -34,17 +35,6 @@ use printed::{Collected, Listed, Stored};
 pub struct Args {
     #[command(subcommand)]
     command: StoreCommand,
-}
-
-impl Args {
-    pub fn json(&self) -> bool {
-        match &self.command {
-            StoreCommand::Put(a) => a.json,
-            StoreCommand::Ls(a) => a.json,
-            StoreCommand::Gc(a) => a.json,
-            StoreCommand::Get(_) => false,
-        }
-    }
 }
 
 #[derive(clap::Subcommand)]
@@ -76,9 +66,8 @@ struct PutArgs {
     /// Store a file that is not a hottext profile.
     #[arg(long, conflicts_with = "meta")]
     any: bool,
-    /// Print the hash, size and whether it was there already as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: output::OutputArgs,
 }
 
 /// Fetch an object by hash, checking its content against the hash
@@ -111,9 +100,8 @@ struct LsArgs {
     /// The store: a directory, or an s3://, gs://, az:// or https:// URL.
     #[arg(long, value_name = "STORE")]
     store: String,
-    /// Print the list as JSON on stdout, as the document's `objects` field.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: output::OutputArgs,
 }
 
 /// Delete the objects nothing refers to
@@ -150,9 +138,8 @@ struct GcArgs {
     /// Say what would be deleted, delete nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Print what was deleted and kept as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: output::OutputArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -198,7 +185,7 @@ fn put(args: PutArgs) -> anyhow::Result<ExitCode> {
         put,
         store: &args.store,
     };
-    output::emit(&stored, Mode::from_json_flag(args.json))
+    output::emit(&stored, args.json.mode())
 }
 
 /// A meta file for a profile stored by hand: its facts from the profile's headers.
@@ -255,7 +242,7 @@ fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         objects: store.list()?,
         store: &args.store,
     };
-    output::emit(&listed, Mode::from_json_flag(args.json))
+    output::emit(&listed, args.json.mode())
 }
 
 fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
@@ -298,7 +285,7 @@ fn gc(args: GcArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         min_age_days: args.min_age_days,
     };
-    output::emit(&collected, Mode::from_json_flag(args.json))
+    output::emit(&collected, args.json.mode())
 }
 
 /// Every object that any commit's version of `meta` names, on every branch. A version that

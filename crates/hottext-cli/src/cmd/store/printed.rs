@@ -18,6 +18,13 @@ pub(super) struct Stored<'a> {
     pub store: &'a str,
 }
 
+/// docs/output.md's stream table rows of `store`: the stream its reports declare.
+pub(crate) const STREAMS: &[(&str, output::Stream)] = &[
+    ("store put", <Stored as output::Report>::STREAM),
+    ("store ls", <Listed as output::Report>::STREAM),
+    ("store gc", <Collected as output::Report>::STREAM),
+];
+
 impl output::Report for Stored<'_> {
     fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{}", self.put.hash)?;

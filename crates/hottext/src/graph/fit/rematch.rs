@@ -49,7 +49,9 @@ pub(crate) fn add_fingerprints(graph: &mut Graph, prints: &Fingerprints) {
 pub struct Matched {
     /// Self samples of the profile's functions.
     pub total: u64,
+    /// Of `total`, the samples of functions found by name (or alias).
     pub by_name: u64,
+    /// Of `total`, the samples of functions found by their code under another name.
     pub by_code: u64,
     /// Functions matched by code under another name: (profile name, binary name).
     pub renamed: Vec<(String, String)>,
@@ -72,7 +74,7 @@ impl Matched {
 
 /// `profile` with its functions renamed to `binary`'s names and the unmatched left out, and how
 /// much of its weight matched. Sizes come from the binary.
-pub fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Graph, Matched) {
+pub(crate) fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -> (Graph, Matched) {
     let by_name = binary.index_by_name();
     let mut by_print: HashMap<Fingerprint, Option<usize>> = HashMap::default();
     for (i, f) in binary.functions.iter().enumerate() {

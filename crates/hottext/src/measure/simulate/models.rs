@@ -165,8 +165,7 @@ pub fn probe() -> Vec<Model> {
 /// The L1 instruction cache as the kernel describes it.
 fn sysfs_icache() -> Option<Geometry> {
     for index in 0..8 {
-        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
-        let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
+        let read = |name: &str| crate::os::sys::cpu0_cache_file(index, name);
         if read("level")?.trim() != "1" || read("type")?.trim() != "Instruction" {
             continue;
         }

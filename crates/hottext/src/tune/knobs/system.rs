@@ -4,11 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{setting, sysfs, unavailable, writes_nothing, Change, Given, Knob, KnobSpec};
-
-pub(super) const THP_ENABLED_FILE: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
-pub(super) const THP_DEFRAG_FILE: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
-/// One directory per cpufreq policy (a group of CPUs that share a clock).
-const CPUFREQ: &str = "/sys/devices/system/cpu/cpufreq";
+use crate::os::sys::{cpufreq_governor_files, CPUFREQ_DIR, THP_DEFRAG_FILE, THP_ENABLED_FILE};
 
 pub(super) const THP: KnobSpec = KnobSpec {
     name: "thp",
@@ -49,9 +45,9 @@ pub(super) const PREFETCHERS: KnobSpec = KnobSpec {
     },
 };
 
-/// `CPUFREQ/policyN/scaling_governor`, N digits: nothing else under CPUFREQ.
+/// `CPUFREQ_DIR/policyN/scaling_governor`, N digits: nothing else under CPUFREQ_DIR.
 fn is_policy_governor(path: &Path) -> bool {
-    let Ok(rest) = path.strip_prefix(CPUFREQ) else {
+    let Ok(rest) = path.strip_prefix(CPUFREQ_DIR) else {
         return false;
     };
     let mut parts = rest.iter().map(|p| p.to_string_lossy());
@@ -93,17 +89,12 @@ fn sysfs_knob(name: &str, path: &str, values: &[&str]) -> Knob {
 
 /// The frequency governor of every cpufreq policy, tried with each governor the driver offers.
 fn governor(name: &str) -> Knob {
-    let mut policies: Vec<PathBuf> = std::fs::read_dir(CPUFREQ)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path().join("scaling_governor"))
-                .filter(|p| is_policy_governor(p) && p.exists())
-                .collect()
-        })
-        .unwrap_or_default();
-    policies.sort();
+    let policies: Vec<PathBuf> = cpufreq_governor_files()
+        .into_iter()
+        .filter(|p| is_policy_governor(p))
+        .collect();
     let Some(first) = policies.first() else {
-        return unavailable(name, &format!("no cpufreq policy under {CPUFREQ}"));
+        return unavailable(name, &format!("no cpufreq policy under {CPUFREQ_DIR}"));
     };
     let Ok(current) = std::fs::read_to_string(first).map(|t| t.trim().to_string()) else {
         return unavailable(name, &format!("cannot read {}", first.display()));
@@ -111,7 +102,7 @@ fn governor(name: &str) -> Knob {
     if !policies.iter().all(|p| writable(&p.to_string_lossy())) {
         return unavailable(
             name,
-            &format!("{CPUFREQ} is not writable here: run as root"),
+            &format!("{CPUFREQ_DIR} is not writable here: run as root"),
         );
     }
     let offered = std::fs::read_to_string(first.with_file_name("scaling_available_governors"))

@@ -1,7 +1,6 @@
 //! Tests of the knobs and the shell lines their settings make.
 
 use super::service::numa_text;
-use super::system::THP_ENABLED_FILE;
 use super::*;
 
 #[test]
@@ -29,7 +28,7 @@ fn settings_become_one_shell_line() {
 
 #[test]
 fn a_restore_file_may_name_only_the_files_knobs_write() {
-    assert!(may_write(Path::new(THP_ENABLED_FILE)));
+    assert!(may_write(Path::new(crate::os::sys::THP_ENABLED_FILE)));
     assert!(may_write(Path::new(
         "/sys/devices/system/cpu/cpufreq/policy12/scaling_governor"
     )));
