@@ -6,7 +6,7 @@
 #   make fuzz FUZZ_SECONDS=3600                   an hour each, as bench/RESULTS.md records
 #   make fuzz FUZZ_TARGETS="profile ranges"       some of them
 #
-# Targets: perf_data, profile, meta, config (Rust: fuzz/fuzz_targets, bodies in hottext::fuzz) and
+# Targets: perf_data, profile, meta, config, bb_addr_map (Rust: fuzz/fuzz_targets, bodies in hottext::fuzz) and
 # ranges (C: runtime/tests/fuzz_ranges.c, the preload library's range parser). Each corpus grows
 # in fuzz/corpus/TARGET from the seeds in fuzz/seeds/TARGET; an input that fails lands in
 # fuzz/artifacts/TARGET/ (reproduce it: `cargo fuzz run TARGET FILE`, or
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-perf_data profile meta config ranges}
+targets=${FUZZ_TARGETS:-perf_data profile meta config bb_addr_map ranges}
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_SECONDS must be a whole number of seconds, not '$seconds'" >&2; exit 2; }
 for t in $targets; do
     [ -d "fuzz/seeds/$t" ] || { echo "fuzz: no target '$t' (targets: $(ls fuzz/seeds | tr '\n' ' '))" >&2; exit 2; }

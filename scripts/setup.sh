@@ -25,7 +25,8 @@ demo_packages=(gcc:/usr/bin/gcc make:/usr/bin/make python3:/usr/bin/python3
     valgrind:/usr/bin/valgrind)
 test_packages=("${demo_packages[@]}" mold:/usr/bin/mold cmake:/usr/bin/cmake git:/usr/bin/git
     openjdk-17-jre-headless:/usr/bin/java maven:/usr/bin/mvn chromium:/usr/bin/chromium
-    nginx:/usr/sbin/nginx apache2-utils:/usr/bin/ab curl:/usr/bin/curl)
+    nginx:/usr/sbin/nginx apache2-utils:/usr/bin/ab curl:/usr/bin/curl
+    clang-19:/usr/bin/clang-19 llvm-19:/usr/bin/llvm-readobj-19)
 
 fuzz_packages=(clang-19:/usr/bin/clang-19
     libclang-rt-19-dev:/usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a)

@@ -133,6 +133,11 @@ fn config_reader_survives_mutated_configs() {
 }
 
 #[test]
+fn block_map_reader_survives_mutated_sections() {
+    smoke("bb_addr_map", hottext::fuzz::bb_addr_map, 20_000);
+}
+
+#[test]
 fn perf_data_reader_survives_mutated_recordings() {
     smoke("perf_data", hottext::fuzz::perf_data, 5_000);
 }

@@ -138,3 +138,33 @@ fn memfd() -> std::fs::File {
     // SAFETY: `fd` is a fresh descriptor nobody else owns.
     unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }
 }
+
+/// The `.llvm_bb_addr_map` reader: the first byte chooses the section type (bit 0: the old
+/// V0 type) and the address form (bit 1: 32-bit, bit 2: big-endian), the rest is the section.
+/// Of what it accepts, every block of the map built from it is found at its first byte.
+pub fn bb_addr_map(data: &[u8]) -> bool {
+    use crate::binary::bb_addr_map::{parse, AddressForm};
+    use crate::binary::BlockMap;
+    let Some((&choice, section)) = data.split_first() else {
+        return false;
+    };
+    let form = AddressForm {
+        size: if choice & 2 != 0 { 4 } else { 8 },
+        little_endian: choice & 4 == 0,
+    };
+    let Ok(functions) = parse(section, choice & 1 != 0, form) else {
+        return false;
+    };
+    let map = BlockMap::new(&functions);
+    let starts = functions.iter().flat_map(|f| &f.ranges).flat_map(|r| {
+        r.blocks
+            .iter()
+            .map(move |b| r.address.saturating_add(u64::from(b.offset)))
+    });
+    for start in starts {
+        if let Some(block) = map.block_at(crate::binary::StatedAddr(start)) {
+            assert!(block.start.0 <= start && start < block.end().0);
+        }
+    }
+    true
+}

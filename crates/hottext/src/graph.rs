@@ -4,25 +4,30 @@
 //! line, sorted so that re-running the same profile gives a byte-identical file:
 //!
 //! ```text
-//! # hottext profile v3
+//! # hottext profile v4
 //! # build-id: 3f2a…
 //! fn    <name> <size-bytes> <self-samples>
 //! alias <name> <other-name-at-the-same-address>
 //! call  <caller> <callee> <weight>
 //! site  <caller> <callee> <offset-bytes> <weight>
+//! block <name> <block-id> <offset-bytes> <size-bytes> <samples>
 //! ```
 //!
-//! `fn` lines come before the `alias` and `call` lines that name them. The `site` lines of a
-//! call follow its `call` line, by increasing offset (a [`CallSite`] says what they mean).
+//! `fn` lines come before the `alias`, `call` and `block` lines that name them. The `site`
+//! lines of a call follow its `call` line, by increasing offset (a [`CallSite`] says what they
+//! mean). `block` lines come last, by function name and block id: the samples of one basic
+//! block, by the id, offset and size the binary's `.llvm_bb_addr_map` gives it (a
+//! [`BlockSamples`]); a block lies inside its function, and a function names a block once.
 //! Numbers are decimal. Unknown `#` lines are kept as headers and otherwise ignored; any other
 //! malformed line is an error naming its number.
 //!
 //! Versions: v1 had no `site` lines; v2 added them; v3 escapes names: a byte that would break a
 //! line or a field (whitespace, control characters, and `%` itself) is written `%XX`, so that
-//! any symbol (Go's `hot fn(x)`, say) round-trips. Readers read all three (a v1 file is a profile
-//! without sites; v1 and v2 names are taken as written). Writers write v2 when no name needs an
-//! escape, so that builds still running an older hottext read the profiles of a newer pipeline,
-//! and v3 otherwise.
+//! any symbol (Go's `hot fn(x)`, say) round-trips; v4 adds `block` lines. Readers read all four
+//! (a v1 file is a profile without sites; v1 and v2 names are taken as written). Writers write
+//! the oldest version that holds the profile: v4 when it has blocks, else v2 when no name needs
+//! an escape, else v3, so that builds still running an older hottext read the profiles of a
+//! newer pipeline whenever they can.
 
 mod blocks;
 pub mod drift;
@@ -67,7 +72,7 @@ use foldhash::HashMap;
 
 use names::NameIndex;
 
-pub use blocks::BlockSamples;
+pub use blocks::{BlockCoverage, BlockSamples};
 pub use escape::declared_format;
 pub use escape::escaped;
 pub(crate) use escape::unescaped;
@@ -113,13 +118,16 @@ impl std::ops::Index<FuncId> for [Func] {
 /// The first line of a profile whose names need escapes; readers insist on a first line of this
 /// form so that a wrong file fails early.
 pub const MAGIC: &str = "# hottext profile v3";
+/// The first line of a profile with `block` lines.
+const MAGIC_V4: &str = "# hottext profile v4";
 /// The first line of a profile without escapes, which hottext before v3 reads too.
 const MAGIC_V2: &str = "# hottext profile v2";
 
 /// What the first line says before the version number.
 const MAGIC_PREFIX: &str = "# hottext profile v";
-/// The newest version this reader knows: 1 (no call sites), 2 (sites) or 3 (escaped names).
-const VERSION: u32 = 3;
+/// The newest version this reader knows: 1 (no call sites), 2 (sites), 3 (escaped names) or 4
+/// (blocks).
+const VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Func {
@@ -314,7 +322,12 @@ impl Graph {
             .funcs
             .iter()
             .any(|f| !plain(&f.name) || f.aliases.iter().any(|a| !plain(a)));
-        writeln!(out, "{}", if needs_escapes { MAGIC } else { MAGIC_V2 })?;
+        let magic = match (self.blocks.is_empty(), needs_escapes) {
+            (false, _) => MAGIC_V4,
+            (true, true) => MAGIC,
+            (true, false) => MAGIC_V2,
+        };
+        writeln!(out, "{magic}")?;
         for (k, v) in &self.headers {
             writeln!(out, "# {k}: {v}")?;
         }
@@ -360,6 +373,7 @@ impl Graph {
                 }
             }
         }
+        blocks::write_lines(self, &rank, &mut out)?;
         out.flush()
     }
 }
@@ -398,6 +412,12 @@ impl GraphBuilder {
         id
     }
 
+    /// The size `id` was declared with.
+    pub fn size_of(&self, id: FuncId) -> u64 {
+        self.graph.funcs[id.index()].size
+    }
+
+    /// Adds `alias` as another name of `id`, once.
     pub fn alias(&mut self, id: FuncId, alias: &str) {
         let aliases = &mut self.graph.funcs[id.index()].aliases;
         if !aliases.iter().any(|a| a == alias) {

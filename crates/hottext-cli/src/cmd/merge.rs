@@ -20,8 +20,8 @@ use crate::output;
 
 /// Merge profiles into one, each scaled by its weight
 ///
-/// Each function's samples and each call's weight are summed, every profile's scaled by its
-/// weight. The first profile leads: its headers are kept, and a function's size comes from the first
+/// Each function's samples, each call's weight and each basic block's samples are summed,
+/// every profile's scaled by its weight. The first profile leads: its headers are kept, and a function's size comes from the first
 /// profile that has it. Weights are given with --weight, one per profile in order (1 when
 /// omitted), and multiplied by 0.5^(age / --half-life-days) when that is given, the age
 /// counted from each profile's `window-end` header (written by `pipeline run`) to the newest

@@ -7,10 +7,13 @@
 //! unambiguous. [`symbol_of`] strips the qualifier where a linker wants the plain symbol.
 
 mod addr;
+pub mod bb_addr_map;
+mod block_map;
 pub mod fingerprint;
 mod toolchain;
 
 pub use addr::{FileOffset, LoadBias, RuntimeAddr, StatedAddr};
+pub use block_map::{block_entries, BlockMap, BlockMapError, PlacedBlock};
 pub use toolchain::built_by_rustc;
 
 use std::collections::BTreeMap;
@@ -90,6 +93,8 @@ pub struct Binary {
     symbols: NameMap<StatedAddr>,
     /// The file as read, so that code fingerprints do not read it again.
     data: FileBytes,
+    /// The basic blocks' addresses, read on first use ([`Binary::block_map`]).
+    block_map: std::sync::OnceLock<Result<Option<BlockMap>, BlockMapError>>,
 }
 
 /// A file's bytes, shown by their length (a binary is tens of megabytes).
@@ -207,7 +212,8 @@ impl Binary {
             let in_text = sym
                 .section_index()
                 .is_some_and(|i| text_sections.contains(&i));
-            if sym.kind() != SymbolKind::Text || !in_text || sym.size() == 0 {
+            let is_code = sym.kind() == SymbolKind::Text || is_split_part(&sym, name);
+            if !is_code || !in_text || sym.size() == 0 {
                 continue;
             }
             at.entry(sym.address()).or_default().push(RawSym {
@@ -235,6 +241,7 @@ impl Binary {
             links_runtime,
             symbols,
             data: FileBytes(data),
+            block_map: Default::default(),
         })
     }
 
@@ -325,6 +332,13 @@ impl Binary {
             .find(|s| offset.0 >= s.offset.0 && offset.0 < s.offset.0 + s.file_size)
             .map(|s| StatedAddr(s.start.0 + (offset.0 - s.offset.0)))
     }
+}
+
+/// Whether `sym` is a part of a function that clang's `-fbasic-block-sections` split off
+/// (`f.cold`, `f.__part.N`): code with a size but no type (STT_NOTYPE), so that without this
+/// the samples there would have no function.
+fn is_split_part<'d>(sym: &impl ObjectSymbol<'d>, name: &str) -> bool {
+    sym.kind() == SymbolKind::Unknown && (name.ends_with(".cold") || name.contains(".__part."))
 }
 
 struct RawSym {

@@ -7,12 +7,14 @@
 
 use foldhash::HashMap;
 
-use super::{capped_sum, FuncId, Graph, GraphBuilder};
+use std::io::{self, Write};
+
+use super::{capped_sum, escaped, FuncId, Graph, GraphBuilder};
 
 /// Samples in one basic block of one function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockSamples {
-    /// The function the block is in.
+    /// The function the block belongs to.
     pub func: FuncId,
     /// The block's id in the function's `.llvm_bb_addr_map` entry (not its position: ids
     /// survive block reordering, and the cluster file names blocks by them).
@@ -22,11 +24,56 @@ pub struct BlockSamples {
     pub offset: u64,
     /// Its length in bytes.
     pub size: u64,
-    /// Samples whose address fell in the block.
+    /// Samples whose address lay in the block.
     pub samples: u64,
 }
 
+/// How much of the code of the functions with block counts ran: the figure that says how much
+/// cold code a hot range of whole functions carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BlockCoverage {
+    /// Functions with block counts.
+    pub functions: usize,
+    /// Their sizes, summed.
+    pub bytes: u64,
+    /// The sizes of their blocks with samples, summed.
+    pub bytes_run: u64,
+}
+
+impl BlockCoverage {
+    /// `bytes_run` of `bytes`, 0 to 1 (0 without blocks).
+    pub fn share(&self) -> f64 {
+        if self.bytes == 0 {
+            0.0
+        } else {
+            self.bytes_run as f64 / self.bytes as f64
+        }
+    }
+}
+
 impl Graph {
+    /// How much of the functions with block counts ran.
+    pub fn block_coverage(&self) -> BlockCoverage {
+        let mut coverage = BlockCoverage::default();
+        for function in self.blocks.chunk_by(|a, b| a.func == b.func) {
+            coverage.functions += 1;
+            coverage.bytes += self.funcs[function[0].func.index()].size;
+            coverage.bytes_run += (function.iter())
+                .filter(|b| b.samples > 0)
+                .map(|b| b.size)
+                .sum::<u64>();
+        }
+        coverage
+    }
+
+    /// The sampled blocks' samples, summed; at most [`super::MAX_COUNT`] in a profile that was
+    /// read.
+    pub fn total_block_samples(&self) -> u64 {
+        self.blocks
+            .iter()
+            .fold(0u64, |sum, b| sum.saturating_add(b.samples))
+    }
+
     /// Every sampled block, sorted by function and block id, one entry per pair.
     pub fn blocks(&self) -> &[BlockSamples] {
         &self.blocks
@@ -38,6 +85,19 @@ impl Graph {
         let end = start + self.blocks[start..].partition_point(|b| b.func == func);
         &self.blocks[start..end]
     }
+}
+
+/// Writes the `block` lines of `graph`, by function name (`rank` is each function's place in
+/// name order) and block id.
+pub(super) fn write_lines(graph: &Graph, rank: &[u32], out: &mut impl Write) -> io::Result<()> {
+    let mut blocks: Vec<&BlockSamples> = graph.blocks.iter().collect();
+    blocks.sort_unstable_by_key(|b| (rank[b.func.index()], b.block));
+    for b in blocks {
+        let name = escaped(&graph.funcs[b.func.index()].name);
+        let (id, offset, size, samples) = (b.block, b.offset, b.size, b.samples);
+        writeln!(out, "block {name} {id} {offset} {size} {samples}")?;
+    }
+    Ok(())
 }
 
 /// The builder's sums by (function, block), kept apart from the graph until `finish`.
@@ -111,5 +171,89 @@ mod tests {
         assert_eq!(of(f), [(0, 0, 12, 4), (2, 40, 24, 3)]);
         assert_eq!(of(g), [(3, 16, 8, 5)]);
         assert_eq!(graph.blocks().len(), 3);
+        let coverage = graph.block_coverage();
+        assert_eq!(
+            (coverage.functions, coverage.bytes, coverage.bytes_run),
+            (2, 96, 44)
+        );
+        assert!((coverage.share() - 44.0 / 96.0).abs() < 1e-12);
+    }
+
+    /// A v4 profile in canonical form: blocks last, by function name and block id.
+    const V4: &str = "# hottext profile v4\n# build-id: ab\n\
+        fn hot%20loop 64 9\nfn main 32 1\ncall main hot%20loop 9\n\
+        block hot%20loop 0 0 12 1\nblock hot%20loop 2 40 24 8\nblock main 1 8 4 1\n";
+
+    #[test]
+    fn a_profile_with_blocks_is_v4_and_round_trips_byte_identical() {
+        let graph = Graph::read(V4.as_bytes()).unwrap();
+        assert_eq!(graph.blocks().len(), 3);
+        assert_eq!(graph.blocks_of(FuncId(0))[1].samples, 8);
+        let mut out = Vec::new();
+        graph.write(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), V4);
+    }
+
+    #[test]
+    fn a_profile_without_blocks_keeps_its_older_version() {
+        for (text, first) in [
+            (
+                "# hottext profile v4\nfn main 32 1\n",
+                "# hottext profile v2\n",
+            ),
+            (
+                "# hottext profile v4\nfn a%20b 32 1\n",
+                "# hottext profile v3\n",
+            ),
+        ] {
+            let mut out = Vec::new();
+            Graph::read(text.as_bytes())
+                .unwrap()
+                .write(&mut out)
+                .unwrap();
+            assert!(String::from_utf8(out).unwrap().starts_with(first), "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_block_lines_are_errors_naming_the_line() {
+        let head = "# hottext profile v4\nfn f 64 9\n";
+        let cases = [
+            ("block f 0 60 8 1", "lies outside the function's 64 bytes"),
+            ("block f 0 18446744073709551615 1 1", "lies outside"),
+            (
+                "block f 0 0 8 1\nblock f 0 8 8 1",
+                "block 0 of 'f' is on two lines",
+            ),
+            (
+                "block f 0 0 8 281474976710657",
+                "sample count 281474976710657 is over",
+            ),
+            ("block g 0 0 8 1", "'g' is not declared"),
+            ("block f x 0 8 1", "block id 'x' is not a whole number"),
+            ("block f 0 0 8", "'block' record lacks a sample count"),
+            ("block f 0 0 8 1 2", "unexpected field '2'"),
+        ];
+        for (lines, says) in cases {
+            let text = format!("{head}{lines}\n");
+            let err = Graph::read(text.as_bytes()).unwrap_err().to_string();
+            let line = 2 + lines.lines().count();
+            assert!(err.starts_with(&format!("line {line}: ")), "{lines}: {err}");
+            assert!(err.contains(says), "{lines}: {err}");
+        }
+        let v3 = "# hottext profile v3\nfn f 64 9\nblock f 0 0 8 1\n";
+        let err = Graph::read(v3.as_bytes()).unwrap_err().to_string();
+        assert!(
+            err.contains("line 3: 'block' records need a v4 profile"),
+            "{err}"
+        );
+        let max = crate::graph::MAX_COUNT;
+        let too_many = format!("{head}block f 0 0 8 {max}\nblock f 1 8 8 {max}\n");
+        assert!(matches!(
+            Graph::read(too_many.as_bytes()),
+            Err(crate::graph::GraphError::TooMany {
+                what: "block samples"
+            })
+        ));
     }
 }

@@ -3,6 +3,7 @@
 //! ([`rematch`]) and where each fitted function sits in the binary. What a person should hear
 //! about comes back as [`FitWarning`] values; the caller decides how to print them.
 
+mod blocks;
 mod rematch;
 
 pub(crate) use rematch::add_fingerprints;
@@ -77,6 +78,9 @@ pub enum FitWarning {
     Unmatched(Vec<String>),
     /// Functions found by their code under a new name: (profile name, binary name).
     Renamed(Vec<(String, String)>),
+    /// Functions whose block counts were left out, their code or the binary's block map
+    /// having changed (profile names): they are whole again for a layout.
+    BlocksDropped(Vec<String>),
 }
 
 /// Why a profile could not be fitted. `B` is what another build is reported as:
@@ -177,6 +181,9 @@ fn placed(graph: Graph, matched: Matched, binary: &Binary) -> Fitted {
     }
     if !matched.renamed.is_empty() {
         warnings.push(FitWarning::Renamed(matched.renamed.clone()));
+    }
+    if !matched.blocks_dropped.is_empty() {
+        warnings.push(FitWarning::BlocksDropped(matched.blocks_dropped.clone()));
     }
     let placement = placement_in(&graph, binary);
     Fitted {

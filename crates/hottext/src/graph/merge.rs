@@ -2,7 +2,7 @@
 //! changes without jumping with every week's noise (weight = new + decay × previous), and a
 //! fleet's, one per host and run, each weighted by its age (`hottext merge`, `pipeline merge`).
 //! Each function's samples, each call's weight and each call site's weight are summed per
-//! caller, callee and offset.
+//! caller, callee and offset, and each basic block's samples per function and block id.
 //!
 //! Every profile must already use the same binary's names ([`crate::graph::fit`]), and
 //! keep only the call sites of code that did not change.
@@ -104,6 +104,8 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
         b.push_header(&k, v);
     }
     let mut declared: HashMap<&str, FuncId> = HashMap::default();
+    // Where each block lies, as the first part with it says.
+    let mut block_places: HashMap<(FuncId, u32), (u64, u64)> = HashMap::default();
     for (index, &(part, weight)) in parts.iter().enumerate() {
         let scaled = |w: u64| (w as f64 * weight).round() as u64;
         let scaled_site = |w: u64| (w as f64 * weight).floor() as u64;
@@ -146,6 +148,20 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
                 b.add_site(caller, callee, s.offset, w);
             }
         }
+        for block in &part.blocks {
+            let w = scaled(block.samples);
+            if w == 0 {
+                continue;
+            }
+            let func = declare(&mut b, block.func.index());
+            let place = (block.offset, block.size);
+            let first = *block_places.entry((func, block.block)).or_insert(place);
+            // Another place is other code (a part not fitted to the same binary): its samples
+            // would count the wrong bytes. The size is the first part's too.
+            if first == place && block.offset + block.size <= b.size_of(func) {
+                b.add_block_samples(func, block.block, block.offset, block.size, w);
+            }
+        }
     }
     b.finish()
 }
@@ -163,10 +179,12 @@ fn fitting_scale(parts: &[(&Graph, f64)]) -> f64 {
     };
     let records: usize = parts
         .iter()
-        .map(|(g, _)| g.funcs.len() + g.calls.len())
+        .map(|(g, _)| g.funcs.len() + g.calls.len() + g.blocks.len())
         .sum();
     let room = MAX_COUNT as f64 - records as f64;
-    let most = weighted(Graph::total_samples).max(weighted(Graph::total_call_weight));
+    let most = weighted(Graph::total_samples)
+        .max(weighted(Graph::total_call_weight))
+        .max(weighted(Graph::total_block_samples));
     if most <= room {
         1.0
     } else {
@@ -231,167 +249,5 @@ fn capped(sum: f64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weight_halves_every_half_life() {
-        let day = Duration::from_secs(86400);
-        assert_eq!(age_weight(Duration::ZERO, 7.0), 1.0);
-        assert!((age_weight(day * 7, 7.0) - 0.5).abs() < 1e-12);
-        assert!((age_weight(day * 14, 7.0) - 0.25).abs() < 1e-12);
-    }
-
-    #[test]
-    fn an_aged_merge_decays_each_weight_by_its_age_at_now_and_only_with_a_half_life() {
-        let g = graph("fn a 16 100\n");
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(86400 * 100);
-        let week_old = now - Duration::from_secs(86400 * 7);
-        let parts = [
-            AgedPart {
-                graph: &g,
-                weight: 2.0,
-                window_end: Some(now),
-            },
-            AgedPart {
-                graph: &g,
-                weight: 2.0,
-                window_end: Some(week_old),
-            },
-            AgedPart {
-                graph: &g,
-                weight: 2.0,
-                window_end: None,
-            },
-        ];
-        let aged = merge_aged(&parts, now, Some(7.0));
-        assert_eq!(aged.weights, [2.0, 1.0, 2.0]);
-        assert_eq!(aged.graph.funcs()[0].samples, 500);
-        assert_eq!(merge_aged(&parts, now, None).weights, [2.0, 2.0, 2.0]);
-    }
-
-    fn graph(text: &str) -> Graph {
-        Graph::read(format!("# hottext profile v2\n{text}").as_bytes()).unwrap()
-    }
-
-    fn text(g: &Graph) -> String {
-        let mut out = Vec::new();
-        g.write(&mut out).unwrap();
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn weights_are_new_plus_decayed_old() {
-        let new = graph("fn a 16 10\nfn b 32 20\ncall a b 20\nsite a b 4 15\n");
-        let old = graph(
-            "fn a 12 100\nfn b 32 40\nfn c 8 7\ncall a b 40\nsite a b 4 20\nsite a b 9 11\n\
-             call b c 7\nsite b c 1 3\nsite b c 2 3\n",
-        );
-        let m = merge(&new, &old, 0.5);
-        // Sites sum per offset and round down: 3 × 0.5 → 1 each, within b → c's 4.
-        assert_eq!(
-            text(&m),
-            "# hottext profile v2\nfn a 16 60\nfn b 32 40\nfn c 8 4\n\
-             call a b 40\nsite a b 4 25\nsite a b 9 5\ncall b c 4\nsite b c 1 1\nsite b c 2 1\n"
-        );
-    }
-
-    #[test]
-    fn three_hosts_sum_by_their_weights() {
-        let a = graph("fn main 16 100\nfn f 8 10\ncall main f 10\n");
-        let b = graph("fn main 20 50\nfn g 8 40\ncall main g 40\n");
-        let c = graph("fn main 16 10\nfn f 8 30\ncall main f 30\nsite main f 4 30\n");
-        let m = merge_weighted(&[(&a, 1.0), (&b, 0.5), (&c, 0.25)]);
-        // main: 100 + 25 + 2.5 → 128 (rounded); its size from the first part.
-        assert_eq!(
-            text(&m),
-            "# hottext profile v2\nfn f 8 18\nfn g 8 20\nfn main 16 128\n\
-             call main f 18\nsite main f 4 7\ncall main g 20\n"
-        );
-        assert_eq!(text(&merge_weighted(&[(&a, 1.0)])), text(&a));
-    }
-
-    #[test]
-    fn the_samples_header_is_the_weighted_sum_of_the_parts() {
-        let a = graph("# samples: 3719\nfn main 16 100\n");
-        let b = graph("# samples: 3685\nfn main 16 40\n");
-        let b_bare = graph("fn main 16 40\n");
-        assert_eq!(
-            merge_weighted(&[(&a, 1.0), (&b, 1.0)]).header(SAMPLES),
-            Some("7404")
-        );
-        // A part without the header counts its functions' samples.
-        let m = merge_weighted(&[(&a, 1.0), (&b_bare, 0.5)]);
-        assert_eq!(m.header(SAMPLES), Some("3739"));
-        // No header to correct: none is made up.
-        let m = merge_weighted(&[(&b_bare, 1.0), (&a, 1.0)]);
-        assert_eq!(m.header(SAMPLES), None);
-    }
-
-    #[test]
-    fn zero_decay_is_the_new_profile_and_faded_functions_drop_out() {
-        let new = graph("fn a 16 10\n");
-        let old = graph("fn gone 8 1\nfn a 16 5\n");
-        assert_eq!(text(&merge(&new, &old, 0.0)), text(&new));
-        // 1 × 0.4 rounds to 0: `gone` fades out.
-        assert_eq!(
-            text(&merge(&new, &old, 0.4)),
-            "# hottext profile v2\nfn a 16 12\n"
-        );
-    }
-
-    #[test]
-    fn headers_that_count_samples_are_weighted_sums_and_places_sum_by_name() {
-        let a = graph(
-            "# build-id: ab\n# process-samples: 1000\n# cpu-samples: 600 /lib/libc.so.6\n\
-             # cpu-samples: 400 [binary]\n# tail-call-weight: 10\nfn main 16 400\n",
-        );
-        let b = graph(
-            "# build-id: cd\n# process-samples: 500\n# cpu-samples: 450 [binary]\n\
-             # cpu-samples: 50 [kernel]\nfn main 16 450\n",
-        );
-        let m = merge_weighted(&[(&a, 1.0), (&b, 2.0)]);
-        let headers: Vec<String> = m
-            .headers()
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        assert_eq!(
-            headers,
-            [
-                "build-id: ab",
-                "process-samples: 2000",
-                "cpu-samples: 1300 [binary]",
-                "cpu-samples: 600 /lib/libc.so.6",
-                "cpu-samples: 100 [kernel]",
-                "tail-call-weight: 10",
-            ]
-        );
-    }
-
-    #[test]
-    fn merged_counts_stay_within_what_the_reader_takes() {
-        let max = MAX_COUNT;
-        let a = graph(&format!(
-            "# samples: {max}\nfn a 16 {max}\nfn b 16 0\ncall a b {max}\n"
-        ));
-        let b = graph(&format!("fn a 16 {}\nfn b 16 {}\n", max / 2, max / 2));
-        for weights in [(1.0, 1.0), (1e300, 1.0), (1.0, f64::MAX)] {
-            let m = merge_weighted(&[(&a, weights.0), (&b, weights.1)]);
-            let again = Graph::read(text(&m).as_bytes()).unwrap_or_else(|e| {
-                panic!(
-                    "{weights:?}: the reader refuses the merge: {e}\n{}",
-                    text(&m)
-                )
-            });
-            assert!(again.total_samples() <= max, "{weights:?}");
-            assert!(m.header(SAMPLES).unwrap().parse::<u64>().unwrap() <= max);
-        }
-        // Equal weights: scaled down together, a still has 3 times b's samples.
-        let m = merge_weighted(&[(&a, 1.0), (&b, 1.0)]);
-        let (fa, fb) = (m.funcs[0].samples as f64, m.funcs[1].samples as f64);
-        assert!(((fa / fb) - 3.0).abs() < 1e-6, "{fa} {fb}");
-        assert!(fitting_scale(&[(&a, 1.0), (&b, 1.0)]) < 0.67);
-        assert_eq!(fitting_scale(&[(&a, 0.5)]), 1.0);
-    }
-}
+#[path = "merge_tests.rs"]
+mod tests;

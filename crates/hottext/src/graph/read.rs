@@ -6,10 +6,12 @@ use std::io::BufRead;
 
 use super::{Func, FuncId, Graph, GraphError, NameIndex, MAGIC_PREFIX, VERSION};
 
+mod block_lines;
 mod calls;
 mod chunks;
 mod fn_lines;
 
+use block_lines::BlockLines;
 use calls::{CallLines, Names};
 use fn_lines::FnLines;
 
@@ -33,6 +35,7 @@ struct Reader {
     ids: NameIndex,
     version: u32,
     calls: CallLines,
+    blocks: BlockLines,
     /// How many functions a profile must declare before its call section for that section to
     /// be read in chunks on two threads; smaller profiles are read in milliseconds on one.
     chunked_from: usize,
@@ -45,6 +48,7 @@ impl Default for Reader {
             ids: NameIndex::default(),
             version: 0,
             calls: CallLines::default(),
+            blocks: BlockLines::default(),
             chunked_from: 10_000,
         }
     }
@@ -100,6 +104,7 @@ impl Reader {
         if calls.unsorted {
             self.refuse_repeated_calls()?;
         }
+        self.graph.blocks = std::mem::take(&mut self.blocks).into_sorted();
         // Each count is at most MAX_COUNT; so are their sums, so that no sum a layout takes
         // (of a cluster, of the calls moved onto an edge) can overflow.
         if self.graph.total_samples() > MAX_COUNT {
@@ -108,6 +113,11 @@ impl Reader {
         if self.graph.total_call_weight() > MAX_COUNT {
             return Err(GraphError::TooMany {
                 what: "call weights",
+            });
+        }
+        if self.graph.total_block_samples() > MAX_COUNT {
+            return Err(GraphError::TooMany {
+                what: "block samples",
             });
         }
         Ok(self.graph)
@@ -202,9 +212,18 @@ impl Reader {
                     "'site' records need a v2 profile; this file's first line says v{version}"
                 ))
             }
+            "block" if version >= 4 => {
+                self.blocks
+                    .block(version, fields, &self.graph.funcs, |n| names.id(n))?
+            }
+            "block" => {
+                return Err(format!(
+                    "'block' records need a v4 profile; this file's first line says v{version}"
+                ))
+            }
             other => {
                 return Err(format!(
-                    "unknown record '{other}' (expected fn, alias, call or site)"
+                    "unknown record '{other}' (expected fn, alias, call, site or block)"
                 ))
             }
         }

@@ -152,10 +152,12 @@ fn site_in_a_v1_file_and_a_newer_version_are_errors() {
         err.starts_with("line 4: 'site' records need a v2 profile"),
         "{err}"
     );
-    assert!(matches!(
-        Graph::read("# hottext profile v4\nfn A 9 1\n".as_bytes()),
-        Err(GraphError::NewerVersion(4))
-    ));
+    let newer = Graph::read("# hottext profile v5\nfn A 9 1\n".as_bytes()).unwrap_err();
+    assert!(matches!(newer, GraphError::NewerVersion(5)));
+    assert_eq!(
+        newer.to_string(),
+        "the file is a hottext profile v5; this hottext reads v1 to v4: upgrade it"
+    );
     assert!(matches!(
         Graph::read("# hottext profile v0\nfn A 9 1\n".as_bytes()),
         Err(GraphError::NotAProfile)

@@ -77,6 +77,7 @@ impl Carries {
 /// One event of a perf.data file, as `hottext profile --events` lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
+    /// The event's name, as perf gives it (`cpu-clock`, `cycles:u`, …).
     pub name: String,
     /// Its samples in the file, in every process.
     pub samples: u64,
@@ -96,8 +97,11 @@ pub struct Event {
 /// An event whose samples the call graph leaves out, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UnusedEvent {
+    /// The event's name, as perf gives it.
     pub name: String,
+    /// Its samples in the file, in every process.
     pub samples: u64,
+    /// Why the call graph leaves them out.
     pub why: String,
 }
 

@@ -150,6 +150,7 @@ pub struct Stats {
     /// The sampled events the graph is built from, joined by ", " (one, unless the file has
     /// several events with the same kind of call information, as on a hybrid CPU).
     pub event: String,
+    /// What the call edges come from.
     pub sample_kind: SampleKind,
     /// Records in the file, of every type.
     pub records: u64,
@@ -159,6 +160,14 @@ pub struct Stats {
     pub samples_in_binary: u64,
     /// Of those, samples at an address no function symbol covers (PLT, stripped code).
     pub samples_unresolved: u64,
+    /// Whether the binary has a block map (`.llvm_bb_addr_map`, clang's
+    /// `-fbasic-block-address-map`), so that samples are counted by basic block too.
+    pub block_map: bool,
+    /// Why the binary's block map could not be read (the profile then has no blocks).
+    pub block_map_problem: Option<String>,
+    /// Of `samples_in_binary`, those in a basic block of their function by the binary's block
+    /// map: the profile's `block` lines count them.
+    pub samples_in_blocks: u64,
     /// Samples with no user-space frame (kernel threads, idle).
     pub samples_kernel_only: u64,
     /// Samples of other processes, left out by [`Options::pid`].
@@ -240,64 +249,115 @@ impl Stats {
 /// A mapped file that looks like the binary but has another build-id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct OtherBuild {
+    /// The mapped file's path, as perf recorded it.
     pub path: String,
+    /// Its build-id in hex (empty when perf recorded none).
     pub build_id: String,
 }
 
+/// Why a perf.data file could not be read into a call graph.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// The file is not a perf.data file: its magic or header is wrong.
     #[error("{path} is not a perf.data file: {msg}")]
-    NotPerfData { path: PathBuf, msg: String },
+    NotPerfData {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The file is shorter than its header says.
     #[error("{path} is cut short: it has {size} bytes{}; was it copied before perf finished writing it?",
         expected.map(|e| format!(" but its header needs {e}")).unwrap_or_default())]
     Truncated {
+        /// The file.
         path: PathBuf,
+        /// Its size in bytes.
         size: u64,
+        /// The size its header needs, where known.
         expected: Option<u64>,
     },
+    /// perf was stopped before it wrote the data size.
     #[error("{path} was never finished (its data size is 0): perf record was killed before it could write it")]
-    Unfinished { path: PathBuf },
-    #[error("{path} is malformed: {msg}")]
-    Malformed { path: PathBuf, msg: String },
-    #[error("{path} is damaged after {records_read} records (near byte {offset}): {msg}")]
-    Damaged {
+    Unfinished {
+        /// The file.
         path: PathBuf,
-        records_read: u64,
-        offset: u64,
+    },
+    /// A header or section is inconsistent.
+    #[error("{path} is malformed: {msg}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is inconsistent.
         msg: String,
     },
+    /// The records stop making sense part way.
+    #[error("{path} is damaged after {records_read} records (near byte {offset}): {msg}")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// Records read before the damage.
+        records_read: u64,
+        /// The byte near which the damage is.
+        offset: u64,
+        /// What is wrong there.
+        msg: String,
+    },
+    /// The file has no sampled event.
     #[error("{path}: the file describes no sampled event; record with `hottext record` or `perf record`")]
-    NoEvents { path: PathBuf },
+    NoEvents {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The samples of an event lack what hottext needs (an address, a stack layout it reads).
     #[error("{path}: the samples of event {event} {problem}, which hottext cannot read")]
     UnsupportedSamples {
+        /// The file.
         path: PathBuf,
+        /// The event.
         event: String,
+        /// What they lack.
         problem: &'static str,
     },
+    /// No mapping of the file is the binary.
     #[error("no sample in {}: {why}; recorded from another program? mapped files: {}", binary.display(), crate::listing::some_of(mapped_files))]
     NotRecorded {
+        /// The binary asked for.
         binary: PathBuf,
+        /// Why no mapping matched.
         why: String,
+        /// Some of the files that had samples, for the user to recognise.
         mapped_files: Vec<String>,
     },
+    /// The binary was mapped, but with another build-id.
     #[error("build-id mismatch: {} has build-id {binary_build_id}, but perf.data recorded {}",
         binary.display(), recorded.iter().map(|o| format!("{} with build-id {}", o.path, o.build_id)).collect::<Vec<_>>().join(", "))]
     BuildIdMismatch {
+        /// The binary asked for.
         binary: PathBuf,
+        /// Its build-id in hex.
         binary_build_id: String,
+        /// The builds perf recorded under its name.
         recorded: Vec<OtherBuild>,
     },
+    /// The binary was mapped, but no sample fell in its functions.
     #[error("no sample in {}: it was mapped, but none of the {samples} samples ({unresolved} without symbol) fell in its functions",
         binary.display())]
     NoSamples {
+        /// The binary asked for.
         binary: PathBuf,
+        /// Samples in the file.
         samples: u64,
+        /// Of the binary's samples, those at an address no symbol covers.
         unresolved: u64,
     },
 }

@@ -11,7 +11,7 @@ use super::header;
 use super::inferred;
 use super::tally::PairCounts;
 use super::{SampleKind, Stats};
-use crate::binary::Binary;
+use crate::binary::{Binary, BlockMap, Function, StatedAddr};
 use crate::graph::{Graph, GraphBuilder};
 
 /// In a tallied pair: the frame below is not in the binary (or there is none).
@@ -43,6 +43,9 @@ pub(super) enum Recorded {
 /// Samples, calls and call sites by function (indices into `Binary::functions`).
 pub(super) struct Counts {
     pub self_samples: Vec<u64>,
+    /// Samples by (function, block id), with the block's offset in the function and its size,
+    /// where the binary has a block map.
+    pub blocks: HashMap<(u32, u32), (u64, u64, u64)>,
     pub calls: HashMap<(u32, u32), u64>,
     /// (caller, callee, offset of a byte of the call in the caller): part of the calls' weight.
     /// As many entries as distinct tallied pairs at most, so bounded as the tally is.
@@ -86,8 +89,17 @@ pub(super) fn resolve(
     stats: &mut Stats,
 ) -> Counts {
     let index = FunctionIndex::new(&binary.functions);
+    let block_map = match binary.block_map() {
+        Ok(map) => map,
+        Err(problem) => {
+            stats.block_map_problem = Some(problem.to_string());
+            None
+        }
+    };
+    stats.block_map = block_map.is_some();
     let mut counts = Counts {
         self_samples: vec![0; binary.functions.len()],
+        blocks: HashMap::default(),
         calls: HashMap::default(),
         sites: HashMap::default(),
     };
@@ -109,6 +121,10 @@ pub(super) fn resolve(
             continue;
         };
         counts.self_samples[callee as usize] += n;
+        let func = &binary.functions[callee as usize];
+        if block_map.is_some_and(|map| count_block(map, func, callee, ip, n, &mut counts)) {
+            stats.samples_in_blocks += n;
+        }
         if kind == SampleKind::Plain {
             ip_samples.push((ip, n));
         }
@@ -187,6 +203,32 @@ pub(super) fn resolve(
     counts
 }
 
+/// `n` samples at `ip` in `func` (the function `id`), in the block that holds it. A sample
+/// the map puts in no block of the function (code the compiler did not describe, such as
+/// another compiler's) is counted in the function only; says whether it found the block.
+fn count_block(
+    map: &BlockMap,
+    func: &Function,
+    id: u32,
+    ip: u64,
+    n: u64,
+    counts: &mut Counts,
+) -> bool {
+    let Some(block) = map.block_at(StatedAddr(ip)) else {
+        return false;
+    };
+    if block.start < func.start || block.end() > func.end() {
+        return false;
+    }
+    let offset = block.start.0 - func.start.0;
+    let sum = counts
+        .blocks
+        .entry((id, block.id))
+        .or_insert((offset, block.size, 0));
+    sum.2 += n;
+    true
+}
+
 /// One branch record, `n` times: a call is an edge from its source; a jump is one when it
 /// enters another function at its entry (a tail call); the rest are counted.
 fn branch_record(
@@ -250,6 +292,11 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
     for (&(caller, callee, offset), &weight) in &counts.sites {
         let (caller, callee) = (id_of(&mut b, caller), id_of(&mut b, callee));
         b.add_site(caller, callee, offset, weight);
+    }
+    for (&(f, block), &(offset, size, n)) in &counts.blocks {
+        // Every block's function has samples, declared above.
+        let id = id_of(&mut b, f);
+        b.add_block_samples(id, block, offset, size, n);
     }
     if let Some(id) = binary.build_id_hex() {
         b.header("build-id", id);

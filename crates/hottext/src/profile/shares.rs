@@ -32,9 +32,12 @@ pub struct CpuShares {
     pub elsewhere: Vec<PlaceShare>,
 }
 
+/// One place's samples: where in the processes' address space they fell.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PlaceShare {
+    /// `[kernel]`, a library's path, `[vdso]` or `[no file]`.
     pub place: String,
+    /// Samples there.
     pub samples: u64,
 }
 

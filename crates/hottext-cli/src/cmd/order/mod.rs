@@ -344,6 +344,14 @@ fn print_fit_warning(warning: &FitWarning) {
                 some_of(&renamed)
             );
         }
+        FitWarning::BlocksDropped(names) => {
+            let changed: Vec<_> = names.iter().map(|n| readable(n)).collect();
+            output::warn(format!(
+                "{} functions changed since the profile counted their basic blocks; their block counts are left out and they are kept whole: {}",
+                names.len(),
+                some_of(&changed)
+            ));
+        }
     }
 }
 

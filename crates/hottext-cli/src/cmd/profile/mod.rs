@@ -42,6 +42,10 @@ const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 /// most a layout of it can speed up), the kernel, each library; --top N lists the hottest
 /// functions. The shares go into the profile's header (`process-samples`, `cpu-samples`).
 ///
+/// When BIN was built by clang with -fbasic-block-address-map, each sample is also counted in
+/// its basic block (`block` lines, profile v4), and the report says how much of the sampled
+/// functions' bytes ran.
+///
 /// Example:
 ///   hottext profile perf.data --binary ./server -o server.profile
 ///   hottext profile perf.data --binary ./server -o server.profile --top 20
@@ -142,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         functions: graph.funcs().len(),
         edges: graph.calls().len(),
         unresolved_fraction: stats.unresolved_fraction(),
+        block_coverage: stats.block_map.then(|| graph.block_coverage()),
         top: args.top.map(|n| top::top(&graph, &stats.cpu, n)),
         stats: &stats,
     };
@@ -207,6 +212,11 @@ fn warn_about(stats: &Stats, graph: &Graph, binary: &std::path::Path) {
             .map(|e| format!("{} ({} samples: {})", e.name, e.samples, e.why))
             .collect();
         output::warn(format!("events not used: {}", unused.join("; ")));
+    }
+    if let Some(problem) = &stats.block_map_problem {
+        output::warn(format!(
+            "{bin}'s basic-block map (.llvm_bb_addr_map) cannot be used, so the profile has no block counts: {problem}"
+        ));
     }
     if stats.lost_samples > 0 {
         output::warn(format!(

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use hottext::graph::BlockCoverage;
 use hottext::profile::{MatchedBy, SampleKind, Stats};
 use serde::Serialize;
 
@@ -20,6 +21,9 @@ pub(super) struct Summary<'a> {
     pub(super) edges: usize,
     /// Share (0 to 1) of the binary's samples at an address no function symbol covers.
     pub(super) unresolved_fraction: f64,
+    /// How much of the functions with block counts ran (when the binary has a block map).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) block_coverage: Option<BlockCoverage>,
     /// With --top N: the hottest functions (mangled names, as in the profile).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) top: Option<Vec<top::TopFunction>>,
@@ -103,6 +107,16 @@ impl output::Report for Summary<'_> {
             )?;
         }
         print_calls(out, s)?;
+        if let Some(c) = &s.block_coverage {
+            writeln!(
+                out,
+                "  basic blocks      {:.1}% of {bin}'s samples, in {} function(s) with block counts; {:.1}% of their {} ran",
+                percent(st.samples_in_blocks, st.samples_in_binary),
+                c.functions,
+                100.0 * c.share(),
+                output::bytes(c.bytes)
+            )?;
+        }
         writeln!(out, "  lost samples      {}", st.lost_samples)?;
         writeln!(
             out,

@@ -59,6 +59,9 @@ pub struct Matched {
     pub unmatched: Vec<String>,
     /// Weight of the call sites left out because their caller's code changed.
     pub sites_dropped: u64,
+    /// Functions whose block counts were left out because their code or the binary's block
+    /// map differs from the profile's (profile names).
+    pub blocks_dropped: Vec<String>,
 }
 
 impl Matched {
@@ -162,11 +165,14 @@ pub(crate) fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -
     let mut ids = vec![None; profile.funcs().len()];
     // Whether the sites of the profile's function `i` still point into the same code.
     let mut same_code = vec![same_build; profile.funcs().len()];
+    // Whether both fingerprints are known and differ: the blocks changed.
+    let mut code_changed = vec![false; profile.funcs().len()];
     for (i, f) in profile.funcs().iter().enumerate() {
         if let Some(t) = target[i] {
             let bf = &binary.functions[t];
-            same_code[i] |=
-                print_of(&f.name, f.size).is_some_and(|p| prints.get(&bf.name) == Some(&p));
+            let (theirs, ours) = (print_of(&f.name, f.size), prints.get(&bf.name));
+            same_code[i] |= theirs.is_some_and(|p| ours == Some(&p));
+            code_changed[i] = !same_build && theirs.zip(ours).is_some_and(|(p, q)| p != *q);
             let id = b.func(&bf.name, bf.size);
             b.add_samples(id, f.samples);
             for a in &bf.aliases {
@@ -189,6 +195,9 @@ pub(crate) fn rematch(profile: &Graph, binary: &Binary, prints: &Fingerprints) -
             _ => {} // the call is gone too
         }
     }
+    let fitted: Vec<_> = target.iter().zip(&ids).map(|(t, id)| t.zip(*id)).collect();
+    matched.blocks_dropped =
+        super::blocks::fit_blocks(profile, binary, &fitted, &code_changed, &mut b);
     let mut graph = b.finish();
     add_fingerprints(&mut graph, prints);
     (graph, matched)

@@ -39,6 +39,7 @@ struct PerfEventAttr {
     branch_sample_type: u64,
 }
 
+/// What this machine's perf can record, and as whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Machine {
     /// A hardware cycle counter that can sample (none in most VMs: only software clocks).
@@ -49,11 +50,14 @@ pub struct Machine {
     pub max_sample_rate: u32,
     /// `kernel.perf_event_paranoid`.
     pub paranoid: i32,
+    /// Running as root (perf may then record every process and the kernel).
     pub root: bool,
+    /// The CPUs online.
     pub online: CpuSet,
 }
 
 impl Machine {
+    /// Finds out by trying: opens the events perf would and reads the kernel's limits.
     pub fn probe() -> io::Result<Machine> {
         let cycles = can_open(false);
         Ok(Machine {

@@ -86,8 +86,11 @@ pub enum Scope {
 /// What the user asked for.
 #[derive(Debug, Clone)]
 pub struct Request {
+    /// What to record: a command or a running process.
     pub target: Target,
+    /// Where perf writes its perf.data.
     pub output: PathBuf,
+    /// How long to record; `None` records until the command ends or a signal stops it.
     pub duration: Option<Duration>,
     /// Samples per second per CPU; default [`DEFAULT_FREQUENCY`], capped by the kernel's maximum.
     pub frequency: Option<u32>,
@@ -104,31 +107,66 @@ pub struct Request {
     pub frame_pointer_share: Option<f64>,
 }
 
+/// Why a recording could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordError {
+    /// There is no perf in PATH.
     #[error("perf is not installed (no `perf` in PATH); install it (Debian: linux-perf, Ubuntu: linux-tools-$(uname -r))")]
     PerfMissing,
+    /// `kernel.perf_event_paranoid` forbids perf to this user.
     #[error("kernel.perf_event_paranoid is {level}, which forbids perf for users other than root; run as root, or lower it (sysctl kernel.perf_event_paranoid=2)")]
-    Forbidden { level: i32 },
+    Forbidden {
+        /// The setting's value.
+        level: i32,
+    },
+    /// Probing what perf can do failed.
     #[error("cannot tell what this machine's perf can do: {0}")]
     Probe(io::Error),
+    /// The process to record does not exist.
     #[error("there is no process {pid}")]
-    NoSuchProcess { pid: Pid },
-    #[error("cannot read the CPU affinity of process {pid}: {source}")]
-    Affinity { pid: Pid, source: io::Error },
-    #[error("CPU {cpu} is not online (online: {online})")]
-    CpuOffline { cpu: u32, online: CpuSet },
-    #[error("cannot pin process {pid} to CPU {cpu}: {source}")]
-    Pin {
+    NoSuchProcess {
+        /// Its pid.
         pid: Pid,
-        cpu: u32,
+    },
+    /// The process's CPU affinity could not be read.
+    #[error("cannot read the CPU affinity of process {pid}: {source}")]
+    Affinity {
+        /// The process.
+        pid: Pid,
+        /// What the system said.
         source: io::Error,
     },
+    /// The CPU to pin to is offline.
+    #[error("CPU {cpu} is not online (online: {online})")]
+    CpuOffline {
+        /// The CPU asked for.
+        cpu: u32,
+        /// The CPUs online.
+        online: CpuSet,
+    },
+    /// The process could not be pinned to the CPU.
+    #[error("cannot pin process {pid} to CPU {cpu}: {source}")]
+    Pin {
+        /// The process.
+        pid: Pid,
+        /// The CPU.
+        cpu: u32,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// Branch records were asked for, and the machine has none for calls.
     #[error("this machine has no branch records for calls (perf record -j any_call fails); use call stacks")]
     NoBranchRecords,
+    /// perf could not be started.
     #[error("cannot start perf: {0}")]
     Spawn(io::Error),
+    /// perf ran and failed.
     #[error("perf record failed ({status}): {stderr}")]
-    PerfFailed { status: String, stderr: String },
+    PerfFailed {
+        /// How it exited.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
 }

@@ -13,13 +13,21 @@ use crate::profile::SampleKind;
 /// The decided recording: perf's arguments follow from it.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// What to record: a command or a running process.
     pub target: Target,
+    /// Where perf writes its perf.data.
     pub output: PathBuf,
+    /// How long to record; `None` until the command ends or a signal stops it.
     pub duration: Option<Duration>,
+    /// What the samples carry: stacks (frame pointers or DWARF), branch records or nothing.
     pub sampling: SampleKind,
+    /// The perf event sampled (`cycles` or the software `cpu-clock`).
     pub event: &'static str,
+    /// Samples per second per CPU.
     pub frequency: u32,
+    /// Which CPUs and threads the events follow.
     pub scope: Scope,
+    /// The CPU the process is pinned to while recording, if any.
     pub pin_cpu: Option<u32>,
     /// perf's ring buffer per CPU (`-m`), where its default would lose samples.
     pub ring_buffer: Option<&'static str>,

@@ -37,11 +37,13 @@ pub struct Session {
 /// How a recording went.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
+    /// Time from perf's start to its end, in seconds.
     pub wall_seconds: f64,
     /// CPU time of the perf process itself (not the kernel's sampling work in the program).
     pub perf_cpu_seconds: f64,
     /// perf's own count, from its closing line.
     pub samples: Option<u64>,
+    /// The size of perf.data.
     pub bytes: u64,
     /// perf's messages (warnings about lost samples and the like).
     pub perf_messages: String,
@@ -138,6 +140,7 @@ impl Session {
         })
     }
 
+    /// Time since perf was started.
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
