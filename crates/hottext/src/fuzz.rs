@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use crate::binary::Binary;
 use crate::graph::Graph;
 use crate::layout::{self, Params, ALGORITHMS};
-use crate::link::{self, Entry, Format, ScriptPlacement};
+use crate::link::{self, Ordering, Origin, Request, ScriptPlacement, UnsafeNames, FORMATS};
 use crate::pipeline::config::Config;
 use crate::profile::ProfileError;
 use crate::store::meta::Meta;
@@ -20,7 +20,7 @@ const LAYOUT_LIMIT: usize = 2_000;
 
 /// The profile reader: what it accepts is written back, read again and written identically;
 /// small graphs are ordered by every algorithm (each order names each function at most once)
-/// and emitted in every linker format, and `auto` scores the orders with the layout model.
+/// and written in every format, and `auto` scores the orders with the layout model.
 pub fn profile(data: &[u8]) -> bool {
     let Ok(graph) = Graph::read(data) else {
         return false;
@@ -36,23 +36,22 @@ pub fn profile(data: &[u8]) -> bool {
             for &f in &order {
                 assert!(!std::mem::replace(&mut seen[f.index()], true), "{f} twice");
             }
-            let entries: Vec<Entry> = order
-                .iter()
-                .map(|&f| Entry::from(&graph.funcs()[f]))
-                .collect();
-            for format in [
-                Format::LdScript,
-                Format::GoldOrder,
-                Format::SymbolOrder,
-                Format::List,
-            ] {
-                let _ = link::emit(
+            for &format in FORMATS {
+                let request = Request {
                     format,
-                    &entries,
-                    ScriptPlacement::default(),
-                    "fuzz",
-                    &mut Vec::new(),
-                );
+                    ordering: Ordering::With(algorithm),
+                    params: &Params::default(),
+                    placement: ScriptPlacement::default(),
+                    padding: link::Padding::Auto,
+                    unsafe_names: UnsafeNames::Refuse,
+                    binary: None,
+                    at: None,
+                    origin: Origin::Profile("fuzz"),
+                    max_pages: 8,
+                    progress: &|_| {},
+                };
+                // Refused names and `ranges` without a binary are errors, not panics.
+                let _ = link::write(&graph, &request);
             }
         }
         let choice = layout::auto::choose(&graph, &Params::default(), &|_| {});

@@ -1,20 +1,26 @@
 //! `hottext fetch`: the build step. Meta file in, checked profile fetched, linker input out.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::Binary;
 use hottext::graph::Graph;
-use hottext::layout::{auto, Params};
-use hottext::link::{self, HotText, ScriptPlacement, Target, UnsafeNames};
+use hottext::layout::Params;
+use hottext::link::{
+    self, Format, HotText, Ordering, Origin, PaddingPlan, Request, ScriptPlacement, UnsafeNames,
+    Written,
+};
 use hottext::listing::some_of;
-use hottext::pipeline::fetch::{fetch, FetchError};
+use hottext::pipeline::fetch::{fetch, FetchError, FetchSummary, Fetched};
 use serde::Serialize;
 
-use super::{refuse_outputs_over_inputs, write_markers, write_output_file, FormatArg, PaddingArg};
-use crate::output;
+use super::{
+    format_parser, refuse_outputs_over_inputs, write_markers, write_output_file, PaddingArg,
+};
+use crate::output::{self, Report};
 
 /// Fetch the profile a meta file names, check it, order it for BIN, write the linker input
 ///
@@ -45,8 +51,8 @@ pub struct Args {
     #[arg(long, value_name = "BIN")]
     binary: PathBuf,
     /// The linker input to write.
-    #[arg(long, value_enum, default_value_t = FormatArg::LdScript)]
-    format: FormatArg,
+    #[arg(long, value_parser = format_parser(), default_value = "ld-script")]
+    format: &'static Format,
     /// Where to write the linker input.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
@@ -69,9 +75,8 @@ pub struct Args {
     /// C3 (one of the algorithms `auto` tries): stop growing a cluster past this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = Params::default().c3.merge_threshold)]
     merge_threshold: u64,
-    /// Print what was fetched as JSON on stdout, also when the profile cannot be used.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -82,23 +87,125 @@ enum OnMissing {
     Warn,
 }
 
+/// What `fetch` did: the JSON document, or lines on stdout (the linker input is in a file).
 #[derive(Serialize)]
 struct Summary<'a> {
     optimised: bool,
     /// Why not, when not.
     problem: Option<String>,
     #[serde(flatten)]
-    fetched: Option<hottext::pipeline::fetch::FetchSummary<'a>>,
+    fetched: Option<FetchSummary<'a>>,
     /// The hot functions the linker input lists and their bytes (`link::HotText`).
     hot: HotText,
     /// Whether the hot range is padded to whole 2 MiB pages (`link::PaddingPlan`).
-    padding: Option<link::PaddingPlan>,
+    padding: Option<PaddingPlan>,
     output: &'a PathBuf,
+    #[serde(skip)]
+    binary: &'a Path,
+}
+
+/// docs/output.md's stream table rows of this verb: the stream its report declares.
+pub(crate) const STREAMS: &[(&str, output::Stream)] = &[("fetch", <Summary as Report>::STREAM)];
+
+impl Report for Summary<'_> {
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let Some(f) = &self.fetched else {
+            // Without a profile the warning on stderr said it all.
+            return Ok(());
+        };
+        writeln!(
+            out,
+            "profile {} ({} samples, {} .. {}, version {})",
+            f.meta.object,
+            f.meta.samples,
+            hottext::store::meta::time(f.meta.window_start),
+            hottext::store::meta::time(f.meta.window_end),
+            f.meta.binary_version
+        )?;
+        writeln!(
+            out,
+            "{:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
+            100.0 * f.matched_fraction,
+            self.binary.display(),
+            100.0 * f.matched_by_name_fraction,
+            100.0 * f.matched_by_code_fraction,
+            f.unmatched
+        )?;
+        writeln!(
+            out,
+            "wrote {} ({} hot functions, {})",
+            self.output.display(),
+            self.hot.functions,
+            output::bytes(self.hot.bytes)
+        )?;
+        if let Some(p) = self.padding.filter(|p| p.padded) {
+            writeln!(
+                out,
+                "padded the hot range to {} whole 2 MiB pages ({} of file size) so the runtime can map them",
+                p.huge_pages_padded,
+                output::bytes(p.bytes)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_args(&args)?;
+    let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
+    let (fetched, problem) = fetch_profile(&args, &binary)?;
+    let mut params = Params::default();
+    params.c3.merge_threshold = args.merge_threshold;
+    let source = fetched
+        .as_ref()
+        .map(|f| format!("{} ({})", f.meta.object, args.meta.display()));
+    if source.is_some() {
+        output::parameters("order", &params);
+    }
+    let empty = Graph::default();
+    // The same choice as `order --algorithm auto`, the default there. The rematched names are
+    // the binary's own; one a linker input cannot carry safely (an assembler symbol with odd
+    // characters) stays where it is rather than failing the build.
+    let request = Request {
+        format: args.format,
+        ordering: Ordering::Auto,
+        params: &params,
+        placement: ScriptPlacement::default(),
+        padding: args.pad_hot_range.into(),
+        unsafe_names: UnsafeNames::LeaveOut,
+        binary: Some(&binary),
+        at: None,
+        origin: source.as_deref().map_or(Origin::NoProfile, Origin::Profile),
+        max_pages: 0,
+        progress: &|_| (),
+    };
+    let graph = fetched.as_ref().map_or(&empty, |f| &f.graph);
+    let written = link::write(graph, &request)?;
+    if let Some(algorithm) = written.algorithm {
+        eprintln!(
+            "hottext: ordered with {} (chosen by --algorithm auto's model)",
+            algorithm.name
+        );
+    }
+    warn_unsafe_names(&written);
+    write_output_file(&args.output, &written.bytes)?;
+    write_markers(args.markers.as_deref(), Some(&binary), written.markers)?;
+    let summary = Summary {
+        optimised: fetched.is_some(),
+        problem,
+        fetched: fetched.as_ref().map(Fetched::summary),
+        hot: written.hot_text,
+        padding: written.padding,
+        output: &args.output,
+        binary: &args.binary,
+    };
+    output::emit(&summary, args.json.mode())
+}
+
+/// Refuses, before any work, options out of range and outputs over inputs.
+fn check_args(args: &Args) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.min_matched) {
-        anyhow::bail!(
+        bail!(
             "--min-matched {} is not a fraction between 0 and 1 (0.5 for half the weight)",
             args.min_matched
         );
@@ -110,127 +217,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ],
         &[&args.meta, &args.binary],
     )?;
-    let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
-    let Some(format) = args.format.link_format() else {
-        anyhow::bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
-    };
-    let fetched = fetch(&args.meta, args.store.as_deref(), &binary, args.min_matched);
-    let mut problem = None;
-    let fetched = match fetched {
-        Ok(f) => Some(f),
+    if !args.format.writes_order() {
+        bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
+    }
+    Ok(())
+}
+
+/// The profile fitted to `binary`; without one, under `--on-missing warn`, why not.
+fn fetch_profile(
+    args: &Args,
+    binary: &Binary,
+) -> anyhow::Result<(Option<Fetched>, Option<String>)> {
+    match fetch(&args.meta, args.store.as_deref(), binary, args.min_matched) {
+        Ok(f) => Ok((Some(f), None)),
         Err(e) if e.profile_unavailable() && args.on_missing == OnMissing::Warn => {
             shout(&e);
-            problem = Some(e.to_string());
-            None
+            Ok((None, Some(e.to_string())))
         }
-        Err(e) if e.profile_unavailable() => {
-            return Err(output::failed(format!(
-                "cannot use the profile named by {}: {e}\n\
-                 the build stops here (--on-missing fail); --on-missing warn builds an unoptimised binary instead",
-                args.meta.display()
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
-
-    let empty = Graph::default();
-    let (graph, order, origin) = match &fetched {
-        Some(f) => {
-            let mut params = Params::default();
-            params.c3.merge_threshold = args.merge_threshold;
-            output::parameters("order", &params);
-            // The same choice as `order --algorithm auto`, the default there.
-            let choice = auto::choose(&f.graph, &params, &|_| ());
-            let name = choice.algorithm.name;
-            eprintln!("hottext: ordered with {name} (chosen by --algorithm auto's model)");
-            let origin = format!(
-                "{name} order (chosen by --algorithm auto) of {} ({})",
-                f.meta.object,
-                args.meta.display()
-            );
-            (&f.graph, choice.order, origin)
-        }
-        None => (&empty, vec![], "NO PROFILE: unoptimised build".to_string()),
-    };
-    // The rematched names are the binary's own; one a linker input cannot carry safely (an
-    // assembler symbol with odd characters) stays where it is rather than failing the build.
-    let written = link::write(
-        graph,
-        Target::Linker {
-            format,
-            order: &order,
-            placement: ScriptPlacement::default(),
-            origin: &origin,
-            unsafe_names: UnsafeNames::LeaveOut,
-            binary: Some(&binary),
-            padding: args.pad_hot_range.into(),
-            text_bytes: Some(binary.code_bytes()),
-        },
-    )?;
-    let hot = written
-        .hot
-        .as_ref()
-        .map_or(HotText::default(), |list| list.hot_text(graph));
-    if let Some(list) = written.hot.as_ref().filter(|l| !l.unsafe_names.is_empty()) {
-        // Quoted and escaped: a name from a store must not drive the build log's terminal.
-        let quoted: Vec<String> = list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
-        output::warn(format!(
-            "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
-            quoted.len(),
-            some_of(&quoted)
-        ));
+        Err(e) if e.profile_unavailable() => Err(output::failed(format!(
+            "cannot use the profile named by {}: {e}\n\
+             the build stops here (--on-missing fail); --on-missing warn builds an unoptimised binary instead",
+            args.meta.display()
+        ))),
+        Err(e) => Err(e.into()),
     }
-    write_output_file(&args.output, &written.bytes)?;
-    write_markers(
-        args.markers.as_deref(),
-        Some(&binary),
-        written.needs_markers,
-        written.padding.is_some_and(|p| p.padded),
-    )?;
+}
 
-    let summary = Summary {
-        optimised: fetched.is_some(),
-        problem,
-        fetched: fetched.as_ref().map(|f| f.summary()),
-        hot,
-        padding: written.padding,
-        output: &args.output,
+/// Names the functions left where the compiler put them because their names are unsafe.
+fn warn_unsafe_names(written: &Written) {
+    let Some(list) = written.hot.as_ref().filter(|l| !l.unsafe_names.is_empty()) else {
+        return;
     };
-    if args.json {
-        output::json(&summary)?;
-    } else if let Some(f) = &summary.fetched {
-        // The linker input is in a file: the report is the result, on stdout.
-        println!(
-            "profile {} ({} samples, {} .. {}, version {})",
-            f.meta.object,
-            f.meta.samples,
-            hottext::store::meta::time(f.meta.window_start),
-            hottext::store::meta::time(f.meta.window_end),
-            f.meta.binary_version
-        );
-        println!(
-            "{:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
-            100.0 * f.matched_fraction,
-            args.binary.display(),
-            100.0 * f.matched_by_name_fraction,
-            100.0 * f.matched_by_code_fraction,
-            f.unmatched
-        );
-        println!(
-            "wrote {} ({} hot functions, {})",
-            args.output.display(),
-            summary.hot.functions,
-            output::bytes(summary.hot.bytes)
-        );
-        if let Some(p) = summary.padding.filter(|p| p.padded) {
-            println!(
-                "padded the hot range to {} whole 2 MiB pages ({} of file size) so the runtime can map them",
-                p.huge_pages_padded,
-                output::bytes(p.bytes)
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    // Quoted and escaped: a name from a store must not drive the build log's terminal.
+    let quoted: Vec<String> = list.unsafe_names.iter().map(|n| format!("{n:?}")).collect();
+    output::warn(format!(
+        "{} functions have names a linker input cannot carry safely and stay out of the hot range: {}",
+        quoted.len(),
+        some_of(&quoted)
+    ));
 }
 
 /// The unoptimised-build warning: several lines, so it stands out in a build log.

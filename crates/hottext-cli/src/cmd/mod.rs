@@ -15,11 +15,15 @@ pub mod store;
 pub mod tune;
 pub mod verify;
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use hottext::binary::Binary;
-use hottext::link::{host_architecture, markers_object, Format, Padding, MARKERS_ADVICE};
+use hottext::link::{
+    self, host_architecture, markers_object, Format, Markers, Padding, FORMATS, MARKERS_ADVICE,
+};
 use hottext::os::files::{same_file, write_atomic};
 
 use crate::output;
@@ -28,20 +32,15 @@ use crate::output;
 /// the human form of its result goes, as its report type declares it
 /// ([`output::Report::STREAM`]).
 pub fn report_streams() -> Vec<(&'static str, output::Stream)> {
-    // `order` and `fetch` print outside `output::emit` so far: their streams are stated here
-    // until they hand a report to it.
-    let unconverted: &[(&str, output::Stream)] = &[
-        ("order", output::Stream::Stderr),
-        ("fetch", output::Stream::Stdout),
-    ];
     [
         record::STREAMS,
         profile::STREAMS,
-        unconverted,
+        order::STREAMS,
         merge::STREAMS,
         verify::STREAMS,
         report::STREAMS,
         store::STREAMS,
+        fetch::STREAMS,
         pipeline::STREAMS,
         stat::STREAMS,
         doctor::STREAMS,
@@ -51,37 +50,15 @@ pub fn report_streams() -> Vec<(&'static str, output::Stream)> {
     .concat()
 }
 
-/// `--format` of the verbs that write an order (`order`, `fetch`).
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FormatArg {
-    /// One symbol a line
-    List,
-    /// GNU ld / lld linker script (-Wl,-T,FILE)
-    LdScript,
-    /// gold --section-ordering-file (with --markers)
-    GoldOrder,
-    /// lld --symbol-ordering-file (with --markers)
-    LldOrder,
-    /// Hottest 2 MiB ranges of the unmodified binary, for the LD_PRELOAD runtime (order only)
-    Ranges,
-    /// The call edges for lld's own ordering, -Wl,--call-graph-ordering-file=FILE with
-    /// --call-graph-profile-sort=cdsort or hfsort: no markers, for comparing lld's orders
-    /// (order only)
-    LldCgprofile,
-}
-
-impl FormatArg {
-    /// The order file this format names; `None` for `ranges` and `lld-cgprofile`, which are no
-    /// order (the verb writes them itself).
-    pub fn link_format(self) -> Option<Format> {
-        match self {
-            FormatArg::List => Some(Format::List),
-            FormatArg::LdScript => Some(Format::LdScript),
-            FormatArg::GoldOrder => Some(Format::GoldOrder),
-            FormatArg::LldOrder => Some(Format::SymbolOrder),
-            FormatArg::Ranges | FormatArg::LldCgprofile => None,
-        }
-    }
+/// The parser of `--format` of the verbs that write an order (`order`, `fetch`): the
+/// library's table of formats, each with its help line, so that a format added there is
+/// offered here.
+pub fn format_parser() -> impl TypedValueParser<Value = &'static Format> {
+    let choices = FORMATS
+        .iter()
+        .map(|f| PossibleValue::new(f.name).help(f.help));
+    PossibleValuesParser::new(choices)
+        .try_map(|name| link::format(&name).ok_or_else(|| format!("no format {name:?}")))
 }
 
 /// `--pad-hot-range` of `order` and `fetch` (`hottext::link::padding`).
@@ -111,23 +88,26 @@ pub fn pid_arg() -> clap::builder::RangedI64ValueParser<hottext::os::proc::Pid> 
     clap::value_parser!(hottext::os::proc::Pid).range(1..)
 }
 
-/// `--markers FILE` of `order` and `fetch`: writes the markers object for `binary`'s architecture
-/// (this machine's without one), padding the range to whole 2 MiB pages when `pad`, or, when
-/// the linker input `needs` it and none was asked for, says so.
+/// `--markers FILE` of `order` and `fetch`: writes the markers object `markers` asks for, for
+/// `binary`'s architecture (this machine's without one), or, when the linker input needs it
+/// and none was asked for, says so. Nothing for an output that is no order (`markers` `None`).
 pub fn write_markers(
     path: Option<&Path>,
     binary: Option<&Binary>,
-    needs: bool,
-    pad: bool,
+    markers: Option<Markers>,
 ) -> anyhow::Result<()> {
+    let Some(markers) = markers else {
+        return Ok(());
+    };
     let Some(path) = path else {
-        if needs {
+        if markers.needed {
             output::warn(MARKERS_ADVICE);
         }
         return Ok(());
     };
     let arch = binary.map_or_else(host_architecture, |b| b.architecture);
-    let bytes = markers_object(arch, pad).context("cannot build the markers object")?;
+    let bytes = markers_object(arch, markers.pad_to_huge_page)
+        .context("cannot build the markers object")?;
     write_output_file(path, &bytes)
 }
 
@@ -164,8 +144,17 @@ pub fn refuse_outputs_over_inputs(outputs: &[OutputArg], inputs: &[&Path]) -> an
     Ok(())
 }
 
-/// Writes a verb's output file atomically (`hottext::os::files::write_atomic`), with the path
-/// in the error.
+/// Writes a verb's output to the file `path` (`write_output_file`), or to stdout without one.
+pub fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        let mut out = std::io::stdout().lock();
+        return Ok(out.write_all(bytes).and_then(|()| out.flush())?);
+    };
+    write_output_file(path, bytes)
+}
+
+/// Writes a verb's output file atomically (`hottext::os::files::write_atomic`: never
+/// half-written, never through or over a symbolic link), with the path in the error.
 pub fn write_output_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write_atomic(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }

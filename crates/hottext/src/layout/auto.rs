@@ -5,8 +5,8 @@
 //! from the real call sites): on PostgreSQL that figure ranked hottext's layouts in the same
 //! order as cachegrind's L1-iTLB misses, which is where layouts differ most (up to 1.3× between
 //! orders against 1.02× for L1i misses; bench/RESULTS.md). Layouts within
-//! [`TIE`] of the best are told apart by the i-cache model (`icache_overflow`), then by the
-//! order of [`ALGORITHMS`](super::ALGORITHMS).
+//! `TIE` (1 %) of the best are told apart by the i-cache model (`icache_overflow`), then by the
+//! order of [`ALGORITHMS`].
 
 use serde::Serialize;
 
@@ -21,23 +21,29 @@ pub fn candidates() -> impl Iterator<Item = &'static Algorithm> {
 }
 
 /// Scores closer than this (relative) count as equal.
-pub const TIE: f64 = 0.01;
+const TIE: f64 = 0.01;
 
 /// One algorithm's layout, modelled.
 #[derive(Debug, Clone, Serialize)]
 pub struct Candidate {
+    /// The algorithm's name.
     pub algorithm: &'static str,
     /// `1 - calls_within_4k`: lower is better.
     pub score: f64,
+    /// The layout's figures, its functions placed back to back.
     pub metrics: Metrics,
+    /// Whether `auto` kept this layout.
     pub chosen: bool,
 }
 
 /// The chosen order and every candidate's figures.
 #[derive(Debug, Clone)]
 pub struct Choice {
+    /// The algorithm whose layout was kept.
     pub algorithm: &'static Algorithm,
+    /// Its order of the graph's functions.
     pub order: Vec<FuncId>,
+    /// Every candidate's figures, in the order of [`candidates`], the kept one marked.
     pub candidates: Vec<Candidate>,
 }
 

@@ -36,20 +36,26 @@ pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placem
     at
 }
 
+/// A layout's figures by the profile's own model: how compact the sampled code lies, how far
+/// its calls jump, how much of it the L1i can hold.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Metrics {
-    /// Functions with samples of their own, and their total size. The hot range holds more: the
-    /// functions that only call these ([`crate::link::HotText`] counts those).
+    /// Functions with samples of their own. The hot range holds more: the functions that only
+    /// call these ([`crate::link::HotText`] counts those).
     pub sampled_functions: u64,
+    /// The total size of the sampled functions.
     pub sampled_bytes: u64,
     /// From the first byte of the lowest sampled function to the last byte of the highest.
     pub sampled_span_bytes: u64,
-    /// Fewest 4 KiB / 2 MiB pages that hold 99 % of the samples.
+    /// Fewest 4 KiB pages that hold 99 % of the samples.
     pub pages_4k_99: u64,
+    /// Fewest 2 MiB pages that hold 99 % of the samples.
     pub pages_2m_99: u64,
-    /// Share of call weight whose jump is shorter than 64 B, 4 KiB, 2 MiB.
+    /// Share of call weight whose jump is shorter than 64 B.
     pub calls_within_64b: f64,
+    /// Share of call weight whose jump stays on its 4 KiB page.
     pub calls_within_4k: f64,
+    /// Share of call weight whose jump is shorter than 2 MiB.
     pub calls_within_2m: f64,
     /// Sum over calls of weight × distance in bytes.
     pub weighted_call_distance: u64,
@@ -61,6 +67,7 @@ pub struct Metrics {
     pub icache_overflow: f64,
 }
 
+/// The figures of `graph`'s functions at the addresses `at` (those without one left out).
 pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
     let mut sampled_functions = 0;
     let mut sampled_bytes = 0;
@@ -161,7 +168,7 @@ fn pages_for_99(graph: &Graph, at: &Placement, page: u64) -> u64 {
 /// The fewest pages of `page` bytes that hold `share` of the samples: how many, and the first
 /// `list` of them, hottest first, as page numbers (address / page). Each function's samples are
 /// spread evenly over its bytes.
-pub fn hottest_pages(
+fn hottest_pages(
     graph: &Graph,
     at: &Placement,
     page: u64,

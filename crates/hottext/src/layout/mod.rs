@@ -44,7 +44,9 @@ pub fn algorithm(name: &str) -> Option<&'static Algorithm> {
 /// The thresholds of the algorithms, each with its source's default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Params {
+    /// C3's thresholds.
     pub c3: C3Params,
+    /// cdsort's thresholds.
     pub cdsort: CdsortParams,
 }
 

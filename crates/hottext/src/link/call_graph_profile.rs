@@ -12,12 +12,29 @@
 
 use std::io::{self, Write};
 
+use super::format::{Format, Placed, PlacedOutput, Writer};
+use super::EmitError;
 use crate::binary::symbol_of;
 use crate::graph::{FuncId, Graph};
 
+/// `--format lld-cgprofile`.
+pub(crate) static FORMAT: Format = Format {
+    name: "lld-cgprofile",
+    help: "The call edges for lld's own ordering, -Wl,--call-graph-ordering-file=FILE with --call-graph-profile-sort=cdsort or hfsort: no markers, for comparing lld's orders (order only)",
+    writer: Writer::Placed(write_placed),
+};
+
+/// The call edges among the functions the binary places (all of them without a binary).
+fn write_placed(placed: &Placed, out: &mut dyn Write) -> Result<PlacedOutput, EmitError> {
+    let at = placed.binary.map(|(_, at)| at);
+    let keep = |f: FuncId| at.is_none_or(|at| at[f.index()].is_some());
+    write_call_graph_profile(placed.graph, keep, out)?;
+    Ok(PlacedOutput::default())
+}
+
 /// Writes the call edges between functions that `keep` accepts. Self-calls and zero weights are
 /// left out: lld ignores the first and the second carries no evidence.
-pub fn write_call_graph_profile(
+fn write_call_graph_profile(
     graph: &Graph,
     keep: impl Fn(FuncId) -> bool,
     out: &mut dyn Write,

@@ -16,7 +16,8 @@
 
 use serde::Serialize;
 
-use super::{check_entries, is_split_cold_part, split_cold_parent, EmitError, Entry, Format};
+use super::format::Names;
+use super::{check_entries, is_split_cold_part, split_cold_parent, EmitError, Entry};
 use crate::binary::{symbol_of, Binary};
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
@@ -28,7 +29,9 @@ use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
 /// size; the padding between functions is not code, and the range's size shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct HotText {
+    /// Hot functions: those the linker input lists.
     pub functions: u64,
+    /// Their bytes, by their sizes (saturating).
     pub bytes: u64,
 }
 
@@ -75,12 +78,12 @@ impl HotList<'_> {
     }
 }
 
-/// The functions of `order` that `format` will list; `binary`, the one the graph was fitted
+/// The functions of `order` that a format taking `names` will list; `binary`, the one the graph was fitted
 /// to, tells which functions have a part split off.
-pub fn hot_list<'g>(
+pub(crate) fn hot_list<'g>(
     graph: &'g Graph,
     order: &[FuncId],
-    format: Format,
+    names: Names,
     unsafe_names: UnsafeNames,
     binary: Option<&Binary>,
 ) -> Result<HotList<'g>, EmitError> {
@@ -111,7 +114,7 @@ pub fn hot_list<'g>(
         }
         let mut entry = Entry::from(func);
         entry.unlikely_is_whole = !split.contains(symbol_of(&func.name));
-        if let Err(e) = check_entries(format, std::slice::from_ref(&entry)) {
+        if let Err(e) = check_entries(names, std::slice::from_ref(&entry)) {
             match unsafe_names {
                 UnsafeNames::Refuse => return Err(e),
                 UnsafeNames::LeaveOut => {
@@ -161,7 +164,7 @@ mod tests {
         let list = hot_list(
             &g,
             &ids([2, 1, 0, 3]),
-            Format::LdScript,
+            Names::Symbols,
             UnsafeNames::Refuse,
             None,
         )
@@ -180,7 +183,7 @@ mod tests {
         let err = hot_list(
             &g,
             &ids([0, 1, 2]),
-            Format::LdScript,
+            Names::Symbols,
             UnsafeNames::Refuse,
             None,
         )
@@ -189,7 +192,7 @@ mod tests {
         let list = hot_list(
             &g,
             &ids([0, 1, 2]),
-            Format::LdScript,
+            Names::Symbols,
             UnsafeNames::LeaveOut,
             None,
         )
@@ -197,7 +200,7 @@ mod tests {
         assert_eq!(list.kept, ids([0, 2]));
         assert_eq!(list.unsafe_names, ["x)}evil"]);
         // A plain list takes any name without whitespace or control characters.
-        let list = hot_list(&g, &ids([0, 1, 2]), Format::List, UnsafeNames::Refuse, None).unwrap();
+        let list = hot_list(&g, &ids([0, 1, 2]), Names::Any, UnsafeNames::Refuse, None).unwrap();
         assert_eq!(list.kept, ids([0, 1, 2]));
     }
 
@@ -207,7 +210,7 @@ mod tests {
         let list = hot_list(
             &g,
             &ids([0, 2, 3]),
-            Format::LdScript,
+            Names::Symbols,
             UnsafeNames::Refuse,
             None,
         )

@@ -1,6 +1,6 @@
 //! The markers object: a relocatable ELF file that defines `__hot_start` (in a 2 MiB-aligned
 //! empty section) and `__hot_end` (in an empty section, 2 MiB-aligned too when the hot range is
-//! padded to whole pages, see [`super::padding`]), for linkers that take an order file.
+//! padded to whole pages, see [`super::Padding`]), for linkers that take an order file.
 
 use object::write::{Object, Symbol, SymbolSection};
 use object::{

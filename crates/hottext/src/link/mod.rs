@@ -1,90 +1,76 @@
 //! What each linker needs to lay out an order as one 2 MiB-aligned hot range bracketed by
 //! `__hot_start` and `__hot_end`.
 //!
-//! | linker        | input                                   | markers and alignment from |
-//! | ------------- | --------------------------------------- | -------------------------- |
-//! | GNU ld, lld   | [`Format::LdScript`] (`-Wl,-T,FILE`)    | the script itself          |
-//! | gold          | [`Format::GoldOrder`] (`--section-ordering-file`) | [`markers_object`] |
-//! | lld           | [`Format::SymbolOrder`] (`--symbol-ordering-file`) | [`markers_object`] |
+//! | linker        | input (`--format`)                                 | markers and alignment from |
+//! | ------------- | -------------------------------------------------- | -------------------------- |
+//! | GNU ld, lld   | `ld-script` (`-Wl,-T,FILE`)                        | the script itself          |
+//! | gold          | `gold-order` (`--section-ordering-file`)           | [`markers_object`]         |
+//! | lld           | `lld-order` (`--symbol-ordering-file`)             | [`markers_object`]         |
 //!
 //! mold is not supported: Debian 12's mold 1.10 has no option that orders sections. lld can also
-//! order by itself from the call edges ([`write_call_graph_profile`]); that gives no markers.
+//! order by itself from the call edges (`lld-cgprofile`); that gives no markers.
 //!
 //! Order files cannot define symbols or align anything, so the markers object supplies two
 //! empty sections: `.text.hottext.start` (2 MiB aligned, defines `__hot_start`) and
 //! `.text.hottext.end` (defines `__hot_end`). The order files name them first and last.
 //!
-//! Every format can end the range on a 2 MiB boundary ([`padding`]), so that a range followed
+//! Every format can end the range on a 2 MiB boundary ([`Padding`]), so that a range followed
 //! by little text still has whole pages for the runtime: the script aligns `__hot_end`, the
 //! markers object aligns the end section.
 //!
 //! All inputs assume objects compiled with `-ffunction-sections`, so that every function has an
 //! input section of its own named after it.
+//!
+//! Every output, its name and what it needs are in one table, [`FORMATS`], one file per writer;
+//! [`write()`] is the one call from a fitted profile to an output's bytes.
 
 mod call_graph_profile;
+mod format;
+mod gold_order;
 mod hot_list;
-mod input;
 mod ld_script;
+mod list;
+mod lld_order;
 mod markers;
-pub mod padding;
+mod padding;
 mod planned;
 mod ranges;
+mod write;
 
-pub use call_graph_profile::write_call_graph_profile;
-pub use hot_list::{hot_list, HotList, HotText, UnsafeNames};
-pub use input::{write, Target, Written, MARKERS_ADVICE};
+pub use format::{format, Format, FORMATS};
+pub use hot_list::{HotList, HotText, UnsafeNames};
 pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::{host_architecture, markers_object};
-pub use padding::{plan_padding, Padding, PaddingPlan};
+pub use padding::{Padding, PaddingPlan};
 pub use planned::{read_plan, Plan, PlanError};
-pub use ranges::{read_ranges, write_ranges, RangesError, RangesFile};
+pub use ranges::{read_ranges, RangesError, RangesFile};
+pub use write::{write, Markers, Ordering, Origin, Request, Written, MARKERS_ADVICE};
 
 use std::io::{self, Write};
 
-use crate::binary::{symbol_of, HOT_END, HOT_START};
+use crate::binary::symbol_of;
 use crate::graph::Func;
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
+use format::{Laid, Names, OrderWriter};
 
 /// Section that holds `__hot_start` in the markers object.
 pub(crate) const START_SECTION: &str = ".text.hottext.start";
 /// Section that holds `__hot_end` in the markers object.
 pub(crate) const END_SECTION: &str = ".text.hottext.end";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// One symbol a line, in order.
-    List,
-    /// GNU ld / lld linker script with `INSERT BEFORE .text`.
-    LdScript,
-    /// gold `--section-ordering-file`.
-    GoldOrder,
-    /// lld `--symbol-ordering-file`.
-    SymbolOrder,
-}
-
-impl Format {
-    /// Whether the linker also needs [`markers_object`] to get the markers and the alignment.
-    pub(crate) fn needs_markers_object(self) -> bool {
-        matches!(self, Format::GoldOrder | Format::SymbolOrder)
-    }
-
-    /// Whether the format can align functions ([`Alignment`]) and place namesakes one by one:
-    /// order files only order sections, and name them without the object they come from.
-    pub fn places_individually(self) -> bool {
-        self == Format::LdScript
-    }
-}
-
 /// A function to place: its profile name, the other symbols at its address, its size in the
 /// profiled binary (0 if unknown), and whether a `.text.unlikely.<symbol>` section would be the
 /// function itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {
+    /// The profile name (`name;file.c` for a static namesake).
     pub name: &'a str,
+    /// The other symbols at its address, as profile names.
     pub aliases: &'a [String],
+    /// Bytes in the profiled binary, 0 if unknown.
     pub size: u64,
     /// False when GCC split a `.cold` part off this function: that part, not the function,
-    /// lives in `.text.unlikely.<symbol>` (see [`is_split_cold_part`]). Otherwise a section of
+    /// lives in `.text.unlikely.<symbol>` (see `is_split_cold_part`). Otherwise a section of
     /// that name is the whole function, put there because it is `cold` (`#[cold]` in Rust,
     /// `__attribute__((cold))` in C), and it is placed like any other.
     pub unlikely_is_whole: bool,
@@ -126,21 +112,31 @@ impl Entry<'_> {
     }
 }
 
-/// A name that cannot be written safely, or a failed write.
+/// A name that cannot be written safely, a format that lacks what it needs, or a failed write.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmitError {
+    /// A name the format could read as more than a name.
     #[error("{what} {name:?} cannot be written safely in {target}: it holds {bad:?} ({rule}; a profile from a store or another host is not trusted)")]
     UnsafeName {
         /// `function` or `alias`.
         what: &'static str,
+        /// The name, as the profile spells it.
         name: String,
+        /// The first character the format cannot carry.
         bad: char,
         /// `a list` or `a linker input`.
         target: &'static str,
         /// The names the format takes, in words.
         rule: &'static str,
     },
+    /// A format written from a binary's addresses, asked for without a binary.
+    #[error("--format {format} lists addresses of a binary: give --binary BIN")]
+    NeedsBinary {
+        /// The format's name.
+        format: &'static str,
+    },
+    /// Writing failed.
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -150,7 +146,7 @@ impl EmitError {
     pub fn name(&self) -> Option<&str> {
         match self {
             EmitError::UnsafeName { name, .. } => Some(name),
-            EmitError::Io(_) => None,
+            EmitError::NeedsBinary { .. } | EmitError::Io(_) => None,
         }
     }
 }
@@ -160,17 +156,17 @@ impl EmitError {
 /// `alias main x)}"hot1"=hot2` once defined a symbol through the script), order files to
 /// newlines and wildcards. The symbols compilers emit for C, C++ and Rust need only these
 /// characters; a plain list takes any name without whitespace or control characters.
-fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), EmitError> {
-    let safe = |c: char| match format {
-        Format::List => !c.is_whitespace() && !c.is_control(),
-        _ => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'),
+fn check_symbol(names: Names, what: &'static str, symbol: &str) -> Result<(), EmitError> {
+    let safe = |c: char| match names {
+        Names::Any => !c.is_whitespace() && !c.is_control(),
+        Names::Symbols => c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$'),
     };
-    let (target, rule) = match format {
-        Format::List => (
+    let (target, rule) = match names {
+        Names::Any => (
             "a list",
             "a list takes any name without whitespace or control characters",
         ),
-        _ => (
+        Names::Symbols => (
             "a linker input",
             "linker inputs take symbols of letters, digits, '_', '.' and '$'",
         ),
@@ -193,18 +189,18 @@ fn check_symbol(format: Format, what: &'static str, symbol: &str) -> Result<(), 
     }
 }
 
-/// Checks every name of `entries` for `format` (see `check_symbol`). [`emit`] runs it before it
-/// writes anything; `fetch` runs it per function to leave out the ones it refuses.
-pub fn check_entries(format: Format, entries: &[Entry]) -> Result<(), EmitError> {
+/// Checks every name of `entries` for `names` (see `check_symbol`). [`emit`] runs it before it
+/// writes anything; [`hot_list`] runs it per function to leave out the ones `fetch` refuses.
+fn check_entries(names: Names, entries: &[Entry]) -> Result<(), EmitError> {
     for (i, e) in entries.iter().enumerate() {
         prefetch_name_ahead(entries, i);
-        let name = match format {
-            Format::List => e.name,
-            _ => symbol_of(e.name),
+        let name = match names {
+            Names::Any => e.name,
+            Names::Symbols => symbol_of(e.name),
         };
-        check_symbol(format, "function", name)?;
+        check_symbol(names, "function", name)?;
         for alias in e.aliases {
-            check_symbol(format, "alias", symbol_of(alias))?;
+            check_symbol(names, "alias", symbol_of(alias))?;
         }
     }
     Ok(())
@@ -221,40 +217,16 @@ fn prefetch_name_ahead(entries: &[Entry], i: usize) {
     }
 }
 
-/// Writes `entries` in `format`, placed as `placement` says where the format can
-/// ([`Format::places_individually`]). `origin` (what produced the order) goes into a comment
-/// where the format has comments. Every name is checked ([`check_entries`]) before anything
-/// is written.
-pub fn emit(
-    format: Format,
-    entries: &[Entry],
-    placement: ScriptPlacement,
-    origin: &str,
+/// Writes `laid` with an order's `writer`, placed as `laid.placement` says where the format
+/// can ([`Format::places_individually`]). Every name is checked ([`check_entries`]) before
+/// anything is written.
+pub(crate) fn emit(
+    writer: &OrderWriter,
+    laid: &Laid,
     out: &mut dyn Write,
 ) -> Result<(), EmitError> {
-    check_entries(format, entries)?;
-    match format {
-        Format::List => {
-            for e in entries {
-                writeln!(out, "{}", e.name)?;
-            }
-        }
-        Format::LdScript => ld_script::write(entries, placement, origin, out)?,
-        Format::GoldOrder => {
-            writeln!(out, "{START_SECTION}")?;
-            for section in unique(entries.iter().flat_map(|e| e.sections())) {
-                writeln!(out, "{section}")?;
-            }
-            writeln!(out, "{END_SECTION}")?;
-        }
-        Format::SymbolOrder => {
-            writeln!(out, "{HOT_START}")?;
-            for symbol in unique(entries.iter().flat_map(|e| e.symbols()).map(str::to_string)) {
-                writeln!(out, "{symbol}")?;
-            }
-            writeln!(out, "{HOT_END}")?;
-        }
-    }
+    check_entries(writer.names, laid.entries())?;
+    (writer.write)(laid, out)?;
     Ok(out.flush()?)
 }
 
@@ -271,7 +243,7 @@ pub(crate) const SECTION_PREFIXES: [&str; 4] =
 /// `foo.cold.3`, in `.text.unlikely.foo`). Such parts stay out of the hot range even when a
 /// sample hit them: the compiler moved them out of the way, and in the hot range each one
 /// would spread its rare bytes between the hot ones.
-pub fn is_split_cold_part(name: &str) -> bool {
+fn is_split_cold_part(name: &str) -> bool {
     split_cold_parent(name).is_some()
 }
 
@@ -288,132 +260,53 @@ fn split_cold_parent(name: &str) -> Option<&str> {
     }
 }
 
+/// An order file: `first`, each of `lines` once, in order, and `last`, one a line. Order files
+/// name the markers object's sections or symbols first and last, so that the hot range is
+/// bracketed by them.
+fn write_order_file(
+    first: &str,
+    lines: impl Iterator<Item = String>,
+    last: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "{first}")?;
+    for line in unique(lines) {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(out, "{last}")
+}
+
 /// Keeps the first occurrence of each item, in order.
 fn unique(items: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
     let mut seen = foldhash::HashSet::default();
     items.filter(move |s| seen.insert(s.clone()))
 }
 
+/// [`emit`] of bare entries, as if a graph had listed them.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn render(format: Format) -> String {
-        let aliases = vec!["f_alias".to_string()];
-        let entries = [
-            Entry {
-                name: "f",
-                aliases: &aliases,
-                size: 0,
-                unlikely_is_whole: true,
-            },
-            Entry {
-                name: "g;a.c",
-                aliases: &[],
-                size: 0,
-                unlikely_is_whole: true,
-            },
-        ];
-        let mut out = Vec::new();
-        emit(
-            format,
-            &entries,
-            ScriptPlacement::default(),
-            "test",
-            &mut out,
-        )
-        .unwrap();
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn names_a_linker_could_read_as_syntax_are_refused_before_anything_is_written() {
-        let injected = [r#"x)}"hot1"=hot2,".text.q":{*(y"#.to_string()];
-        for (name, aliases) in [
-            ("main", &injected[..]),
-            ("a b", &[][..]),
-            ("INCLUDE\"/etc/passwd\"", &[][..]),
-            ("nul\0", &[][..]),
-        ] {
-            for format in [Format::LdScript, Format::GoldOrder, Format::SymbolOrder] {
-                let entries = [Entry {
-                    name,
-                    aliases,
-                    size: 0,
-                    unlikely_is_whole: true,
-                }];
-                let mut out = Vec::new();
-                let err = emit(format, &entries, ScriptPlacement::default(), "t", &mut out)
-                    .expect_err(name);
-                assert!(matches!(err, EmitError::UnsafeName { .. }), "{err}");
-                assert!(out.is_empty(), "nothing is written for {name}");
-            }
-        }
-        // Real compilers' symbols pass: C++, Rust legacy and v0 mangling, GCC clones.
-        for name in [
-            "_ZN3foo3barEv",
-            "_ZN4core3fmt5write17h0123456789abcdefE",
-            "_RNvCs1234_5crate3run",
-            "f.isra.0",
-            "g;src/a.c",
-        ] {
-            let entries = [Entry {
-                name,
-                aliases: &[],
-                size: 0,
-                unlikely_is_whole: true,
-            }];
-            emit(
-                Format::LdScript,
-                &entries,
-                ScriptPlacement::default(),
-                "t",
-                &mut Vec::new(),
-            )
-            .unwrap();
-        }
-    }
-
-    #[test]
-    fn list_is_one_name_a_line() {
-        assert_eq!(render(Format::List), "f\ng;a.c\n");
-    }
-
-    #[test]
-    fn ld_script_brackets_the_sections_with_markers() {
-        let s = render(Format::LdScript);
-        assert!(s.contains(".text.hot : ALIGN(0x200000)"), "{s}");
-        let start = s.find("__hot_start = .;").unwrap();
-        let f = s
-            .find("*(.text.f .text.hot.f .text.startup.f .text.unlikely.f .text.f_alias")
-            .unwrap();
-        let g = s
-            .find("[a].o(.text.g .text.hot.g .text.startup.g .text.unlikely.g)")
-            .unwrap();
-        let end = s.find("__hot_end = .;").unwrap();
-        assert!(start < f && f < g && g < end, "{s}");
-        assert!(s.trim_end().ends_with("INSERT BEFORE .text;"));
-    }
-
-    #[test]
-    fn order_files_name_the_marker_sections_first_and_last() {
-        let gold = render(Format::GoldOrder);
-        let lines: Vec<&str> = gold.lines().collect();
-        assert_eq!(lines.first(), Some(&START_SECTION));
-        assert_eq!(lines.last(), Some(&END_SECTION));
-        assert!(lines.contains(&".text.f_alias"));
-
-        let sym = render(Format::SymbolOrder);
-        assert_eq!(sym, "__hot_start\nf\nf_alias\ng\n__hot_end\n");
-    }
-
-    #[test]
-    fn split_cold_parts_are_told_from_names_that_only_contain_cold() {
-        for cold in ["f.cold", "f.cold.12", "f.cold;a.c"] {
-            assert!(is_split_cold_part(cold), "{cold}");
-        }
-        for hot in ["cold", "f.colder", "f.cold.", "f.cold.x", "scold"] {
-            assert!(!is_split_cold_part(hot), "{hot}");
-        }
-    }
+pub(crate) fn emit_entries(
+    format: &Format,
+    entries: &[Entry],
+    placement: ScriptPlacement,
+    origin: &str,
+    out: &mut dyn Write,
+) -> Result<(), EmitError> {
+    let list = HotList {
+        entries: entries.to_vec(),
+        kept: Vec::new(),
+        split_cold: Vec::new(),
+        unsafe_names: Vec::new(),
+    };
+    let laid = Laid {
+        list: &list,
+        placement,
+        origin,
+    };
+    let format::Writer::Order(writer) = &format.writer else {
+        panic!("{} writes no order", format.name);
+    };
+    emit(writer, &laid, out)
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,13 +25,16 @@ pub enum Padding {
     /// text is not known).
     #[default]
     Auto,
+    /// Always: the range ends on a 2 MiB boundary.
     Always,
+    /// Never: a range followed by too little text loses its last huge page.
     Never,
 }
 
 /// What padding does for one hot range: whether it is padded, what that costs and gains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PaddingPlan {
+    /// Whether the range ends on a 2 MiB boundary.
     pub padded: bool,
     /// Bytes of padding after the last hot function: the file grows by as much.
     pub bytes: u64,
@@ -44,7 +47,11 @@ pub struct PaddingPlan {
 /// Plans the padding of a hot range of `hot_bytes` under `policy`. `text_bytes` is the code of
 /// the binary being ordered (all of it ends up at or after `__hot_start`: the hot range goes
 /// before the rest of the text), `None` without a binary.
-pub fn plan_padding(policy: Padding, hot_bytes: u64, text_bytes: Option<u64>) -> PaddingPlan {
+pub(crate) fn plan_padding(
+    policy: Padding,
+    hot_bytes: u64,
+    text_bytes: Option<u64>,
+) -> PaddingPlan {
     // An empty range (a build without a profile) has no page to make whole.
     let whole = hot_bytes.div_ceil(HUGE_PAGE) * HUGE_PAGE;
     // Without padding, the runtime's pages end where the text does, rounded down.

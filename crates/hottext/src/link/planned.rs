@@ -8,13 +8,16 @@
 //! name a line. Every symbol read is checked as the writer checks it, so a file that is no
 //! linker input of ours is refused with its line number rather than compared.
 
-use super::{check_symbol, EmitError, Format, END_SECTION, SECTION_PREFIXES, START_SECTION};
+use super::format::Names;
+use super::{check_symbol, gold_order, ld_script, list, lld_order};
+use super::{EmitError, Format, END_SECTION, SECTION_PREFIXES, START_SECTION};
 use crate::binary::{symbol_of, HOT_END, HOT_START};
 
 /// The functions a linker input places, by symbol, in the file's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    pub format: Format,
+    /// The format the file is in, told by its first lines.
+    pub format: &'static Format,
     /// Each planned symbol once, with how many functions of that name the file places one by
     /// one: more than 1 only where the ld script places static namesakes from their objects
     /// (or a list names them qualified). Order files name a symbol once, whatever its
@@ -33,7 +36,9 @@ impl Plan {
 #[derive(Debug, thiserror::Error)]
 #[error("line {line}: {problem}")]
 pub struct PlanError {
+    /// The line, counted from 1.
     pub line: usize,
+    /// What is wrong with it.
     pub problem: String,
 }
 
@@ -45,29 +50,31 @@ pub fn read_plan(text: &str) -> Result<Plan, PlanError> {
         .map(|(i, l)| (i + 1, l.trim()))
         .filter(|(_, l)| !l.is_empty());
     let first = lines.clone().next().map_or("", |(_, l)| l);
-    let mut plan = Plan {
-        format: Format::List,
-        symbols: Vec::new(),
-    };
+    let mut symbols = Vec::new();
     let mut index = foldhash::HashMap::<String, usize>::default();
     let mut add = |symbol: &str| {
         let at = *index.entry(symbol.to_string()).or_insert_with(|| {
-            plan.symbols.push((symbol.to_string(), 0));
-            plan.symbols.len() - 1
+            symbols.push((symbol.to_string(), 0));
+            symbols.len() - 1
         });
-        plan.symbols[at].1 += 1;
+        symbols[at].1 += 1;
     };
-    let format = if text.lines().any(|l| l.trim() == "SECTIONS") {
-        Format::LdScript
+    let format: &'static Format = if text.lines().any(|l| l.trim() == "SECTIONS") {
+        &ld_script::FORMAT
     } else if first == START_SECTION {
-        Format::GoldOrder
+        &gold_order::FORMAT
     } else if first == HOT_START {
-        Format::SymbolOrder
+        &lld_order::FORMAT
     } else {
-        Format::List
+        &list::FORMAT
     };
-    match format {
-        Format::LdScript => {
+    let names = if *format == list::FORMAT {
+        Names::Any
+    } else {
+        Names::Symbols
+    };
+    match format.name {
+        name if name == ld_script::FORMAT.name => {
             // The placing lines lie between the markers; the others (alignment rules,
             // padding) assign to `.`.
             let body = lines
@@ -83,10 +90,10 @@ pub fn read_plan(text: &str) -> Result<Plan, PlanError> {
                     line: n,
                     problem: format!("expected `<objects>(.text.<symbol> …)`, found {line:?}"),
                 })?;
-                add(checked(format, symbol, n)?);
+                add(checked(names, symbol, n)?);
             }
         }
-        Format::GoldOrder => {
+        name if name == gold_order::FORMAT.name => {
             let sections: Vec<(usize, &str)> = lines
                 .filter(|(_, l)| *l != START_SECTION && *l != END_SECTION)
                 .collect();
@@ -111,24 +118,23 @@ pub fn read_plan(text: &str) -> Result<Plan, PlanError> {
                         .is_some_and(|s| plain.contains(s) && s != symbol)
                 });
                 if !other_section_of {
-                    add(checked(format, symbol, n)?);
+                    add(checked(names, symbol, n)?);
                 }
             }
         }
-        Format::SymbolOrder | Format::List => {
+        _ => {
             for (n, line) in lines.filter(|(_, l)| *l != HOT_START && *l != HOT_END) {
-                checked(format, line, n)?;
+                checked(names, line, n)?;
                 add(symbol_of(line));
             }
         }
     }
-    plan.format = format;
-    Ok(plan)
+    Ok(Plan { format, symbols })
 }
 
 /// `symbol` if the writer would have written it (see `check_symbol`).
-fn checked(format: Format, symbol: &str, line: usize) -> Result<&str, PlanError> {
-    check_symbol(format, "function", symbol).map_err(|e| PlanError {
+fn checked(names: Names, symbol: &str, line: usize) -> Result<&str, PlanError> {
+    check_symbol(names, "function", symbol).map_err(|e| PlanError {
         line,
         problem: match e {
             EmitError::UnsafeName { name, bad, .. } => {
@@ -143,9 +149,9 @@ fn checked(format: Format, symbol: &str, line: usize) -> Result<&str, PlanError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::{emit, Entry, ScriptPlacement};
+    use crate::link::{emit_entries, Entry, ScriptPlacement};
 
-    fn written(format: Format) -> String {
+    fn written(format: &Format) -> String {
         let aliases = vec!["f_alias".to_string()];
         let entry = |name| Entry {
             name,
@@ -163,7 +169,7 @@ mod tests {
             entry("hot.x"),
         ];
         let mut out = Vec::new();
-        emit(format, &entries, ScriptPlacement::default(), "t", &mut out).unwrap();
+        emit_entries(format, &entries, ScriptPlacement::default(), "t", &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -173,24 +179,24 @@ mod tests {
 
     #[test]
     fn the_plan_of_each_format_is_read_back() {
-        let script = read_plan(&written(Format::LdScript)).unwrap();
-        assert_eq!(script.format, Format::LdScript);
+        let script = read_plan(&written(&ld_script::FORMAT)).unwrap();
+        assert_eq!(script.format, &ld_script::FORMAT);
         assert_eq!(symbols(&script), [("f", 1), ("g", 2), ("hot.x", 1)]);
         assert_eq!(script.functions(), 4);
 
-        let gold = read_plan(&written(Format::GoldOrder)).unwrap();
-        assert_eq!(gold.format, Format::GoldOrder);
+        let gold = read_plan(&written(&gold_order::FORMAT)).unwrap();
+        assert_eq!(gold.format, &gold_order::FORMAT);
         assert_eq!(
             symbols(&gold),
             [("f", 1), ("f_alias", 1), ("g", 1), ("hot.x", 1)]
         );
 
-        let lld = read_plan(&written(Format::SymbolOrder)).unwrap();
-        assert_eq!(lld.format, Format::SymbolOrder);
+        let lld = read_plan(&written(&lld_order::FORMAT)).unwrap();
+        assert_eq!(lld.format, &lld_order::FORMAT);
         assert_eq!(symbols(&lld), symbols(&gold));
 
-        let list = read_plan(&written(Format::List)).unwrap();
-        assert_eq!(list.format, Format::List);
+        let list = read_plan(&written(&list::FORMAT)).unwrap();
+        assert_eq!(list.format, &list::FORMAT);
         assert_eq!(symbols(&list), [("f", 1), ("g", 2), ("hot.x", 1)]);
     }
 

@@ -8,10 +8,37 @@
 
 use std::io::{self, Write};
 
+use super::format::{Format, Placed, PlacedOutput, Writer};
+use super::EmitError;
 use crate::binary::StatedAddr;
+use crate::layout::metrics::hot_ranges;
+
+/// `--format ranges`.
+pub(crate) static FORMAT: Format = Format {
+    name: "ranges",
+    help: "Hottest 2 MiB ranges of the unmodified binary, for the LD_PRELOAD runtime (order only)",
+    writer: Writer::Placed(write_placed),
+};
+
+/// The hottest 2 MiB pages of the binary as it is placed that its executable segments hold
+/// whole, at most `max_pages`, for its build (the preload library refuses a ranges file made
+/// for another build).
+fn write_placed(placed: &Placed, out: &mut dyn Write) -> Result<PlacedOutput, EmitError> {
+    let Some((binary, at)) = placed.binary else {
+        return Err(EmitError::NeedsBinary {
+            format: FORMAT.name,
+        });
+    };
+    let hot = hot_ranges(placed.graph, at, &binary.exec_segments, placed.max_pages);
+    write_ranges(binary.build_id_hex().as_deref(), &hot.ranges, out)?;
+    Ok(PlacedOutput {
+        ranges: Some(hot.ranges),
+        partial_pages: hot.partial_pages,
+    })
+}
 
 /// Writes `ranges` (stated `[start, end)` pairs) for the program with `build_id` (hex), if known.
-pub fn write_ranges(
+fn write_ranges(
     build_id: Option<&str>,
     ranges: &[(StatedAddr, StatedAddr)],
     out: &mut dyn Write,
@@ -30,14 +57,17 @@ pub fn write_ranges(
 pub struct RangesFile {
     /// The build the ranges are for (hex), if the file says.
     pub build_id: Option<String>,
+    /// The ranges, stated `[start, end)` pairs, in the file's order.
     pub ranges: Vec<(StatedAddr, StatedAddr)>,
 }
 
-/// A line of a ranges file that is not what [`write_ranges`] writes.
+/// A line of a ranges file that is not what `write_ranges` writes.
 #[derive(Debug, thiserror::Error)]
 #[error("line {line}: {what} (want `0xSTART 0xEND`, start below end, or a `#` comment)")]
 pub struct RangesError {
+    /// The line, counted from 1.
     pub line: usize,
+    /// What is wrong with it.
     pub what: String,
 }
 

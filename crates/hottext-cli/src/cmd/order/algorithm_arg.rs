@@ -2,18 +2,11 @@
 //! an algorithm added there is offered here with its help line.
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use hottext::layout::{self, auto, Algorithm, ALGORITHMS};
-
-/// What `--algorithm` asked for.
-#[derive(Clone, Copy)]
-pub(super) enum AlgorithmArg {
-    /// Every candidate of `auto`, the best kept.
-    Auto,
-    Fixed(&'static Algorithm),
-}
+use hottext::layout::{self, auto, ALGORITHMS};
+use hottext::link::Ordering;
 
 /// The parser of `--algorithm`: `auto`, then every algorithm of the table.
-pub(super) fn parser() -> impl TypedValueParser<Value = AlgorithmArg> {
+pub(super) fn parser() -> impl TypedValueParser<Value = Ordering> {
     let tried: Vec<&str> = auto::candidates().map(|a| a.name).collect();
     let auto_help = format!(
         "Order with each of {}, keep the layout the profile's model scores best (the share of call \
@@ -26,5 +19,5 @@ pub(super) fn parser() -> impl TypedValueParser<Value = AlgorithmArg> {
             .map(|a| PossibleValue::new(a.name).help(a.help)),
     );
     PossibleValuesParser::new(choices)
-        .map(|name| layout::algorithm(&name).map_or(AlgorithmArg::Auto, AlgorithmArg::Fixed))
+        .map(|name| layout::algorithm(&name).map_or(Ordering::Auto, Ordering::With))
 }

@@ -1,32 +1,32 @@
 //! `hottext order`: profile in, linker input out, with the layout's figures.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use clap::ValueEnum;
 use hottext::binary::{symbol_of, Binary};
 use hottext::demangle::readable;
 use hottext::graph::fit::{
     fit, CodePrints, FitError, FitPolicy, FitWarning, Fitted, OtherBuildPolicy,
 };
-use hottext::graph::{escaped, FuncId, Graph};
-use hottext::layout::auto;
-use hottext::layout::metrics::{measure, place_in_order, COMPILED_ALIGNMENT};
-use hottext::layout::{order, Params};
-use hottext::link::{self, Alignment, EmitError, ScriptPlacement, Target, UnsafeNames};
+use hottext::graph::{escaped, Graph};
+use hottext::layout::metrics::COMPILED_ALIGNMENT;
+use hottext::layout::Params;
+use hottext::link::{
+    self, Alignment, EmitError, Format, HotList, Ordering, Origin, Request, ScriptPlacement,
+    UnsafeNames,
+};
 use hottext::listing::some_of;
 
 mod algorithm_arg;
 mod report;
-mod unordered;
 
-use algorithm_arg::AlgorithmArg;
-use report::{print_summary, Summary};
+use report::Summary;
+pub(crate) use report::STREAMS;
 
-use super::{refuse_outputs_over_inputs, write_markers, write_output_file, FormatArg, PaddingArg};
+use super::{format_parser, refuse_outputs_over_inputs, write_markers, write_output, PaddingArg};
 use crate::output;
 
 /// Order the functions of a profile and write the input a linker needs
@@ -59,10 +59,10 @@ pub struct Args {
     profile: PathBuf,
     /// How to order the functions.
     #[arg(long, value_parser = algorithm_arg::parser(), default_value = "auto")]
-    algorithm: AlgorithmArg,
+    algorithm: Ordering,
     /// What to write.
-    #[arg(long, value_enum, default_value_t = FormatArg::List)]
-    format: FormatArg,
+    #[arg(long, value_parser = format_parser(), default_value = "list")]
+    format: &'static Format,
     /// Write the order here instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -102,15 +102,58 @@ pub struct Args {
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
-    /// Print the figures as JSON on stdout (needs -o for the order, ranges or edges).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: output::OutputArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.json && args.output.is_none() {
-        bail!("--json prints the figures on stdout; give -o FILE for the order");
-    }
+    check_args(&args)?;
+    let profile = read_profile(&args.profile)?;
+    let binary = args.binary.as_deref().map(Binary::open).transpose()?;
+    // With the binary, the profile fitted to it (as `fetch` does): the binary's names, the
+    // functions it lacks left out.
+    let (graph, matched, at) = match &binary {
+        Some(bin) => {
+            let fitted = fit_to_binary(&profile, bin, args.allow_build_id_mismatch)?;
+            (fitted.graph, Some(fitted.matched), Some(fitted.placement))
+        }
+        None => (profile, None, None),
+    };
+    let mut params = Params::default();
+    params.c3.merge_threshold = args.merge_threshold;
+    output::parameters("order", &params);
+    let functions = graph.funcs().len();
+    let progress = |a: &str| {
+        if functions > 100_000 {
+            eprintln!("hottext: --algorithm auto: ordering {functions} functions with {a}");
+        }
+    };
+    let source = args.profile.display().to_string();
+    let request = Request {
+        format: args.format,
+        ordering: args.algorithm,
+        params: &params,
+        placement: placement(&args),
+        padding: args.pad_hot_range.into(),
+        unsafe_names: UnsafeNames::Refuse,
+        binary: binary.as_ref(),
+        at: at.as_ref(),
+        origin: Origin::Profile(&source),
+        max_pages: args.max_huge_pages,
+        progress: &progress,
+    };
+    let written = link::write(&graph, &request).map_err(|e| with_profile_line(e, &args.profile))?;
+    check_hot_list(written.hot.as_ref())?;
+    write_output(args.output.as_deref(), &written.bytes)?;
+    write_markers(args.markers.as_deref(), binary.as_ref(), written.markers)?;
+    let summary = Summary::new(&request, &graph, &written, matched.as_ref());
+    output::emit(&summary, args.json.mode())
+}
+
+/// Refuses, before any work, options that contradict each other or the format.
+fn check_args(args: &Args) -> anyhow::Result<()> {
+    args.json
+        .refuse_payload_on_stdout(args.output.as_deref(), "order")?;
     let inputs: Vec<&Path> = [Some(args.profile.as_path()), args.binary.as_deref()]
         .into_iter()
         .flatten()
@@ -122,117 +165,52 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ],
         &inputs,
     )?;
-    let file = File::open(&args.profile)
-        .with_context(|| format!("cannot open profile {}", args.profile.display()))?;
-    let profile = Graph::read(BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("cannot read profile {}", args.profile.display()))?;
-
-    let binary = args.binary.as_deref().map(Binary::open).transpose()?;
-    // With the binary, the profile fitted to it (as `fetch` does): the binary's names, the
-    // functions it lacks left out.
-    let (graph, matched, addresses) = match &binary {
-        Some(bin) => {
-            let profile_funcs = profile.funcs().len();
-            let fitted = fit_to_binary(&profile, bin, args.allow_build_id_mismatch)?;
-            if fitted.graph.funcs().is_empty() {
-                bail!(
-                    "none of the profile's {profile_funcs} functions is in {}: the profile is from another program",
-                    bin.path.display()
-                );
-            }
-            (fitted.graph, Some(fitted.matched), Some(fitted.placement))
-        }
-        None => (profile, None, None),
-    };
-
-    let mut params = Params::default();
-    params.c3.merge_threshold = args.merge_threshold;
-    output::parameters("order", &params);
-    let (ordered, name, candidates) = match args.algorithm {
-        // These formats write no order of ours: any order of the functions does.
-        _ if args.format.link_format().is_none() => (
-            (0..graph.funcs().len()).map(FuncId::from_index).collect(),
-            "none",
-            None,
-        ),
-        AlgorithmArg::Auto => {
-            let choice = auto::choose(&graph, &params, &|a| {
-                if graph.funcs().len() > 100_000 {
-                    eprintln!(
-                        "hottext: --algorithm auto: ordering {} functions with {a}",
-                        graph.funcs().len()
-                    );
-                }
-            });
-            (choice.order, choice.algorithm.name, Some(choice.candidates))
-        }
-        AlgorithmArg::Fixed(algorithm) => (order(&graph, algorithm, &params), algorithm.name, None),
-    };
-
-    let mut summary = Summary {
-        format: args
-            .format
-            .to_possible_value()
-            .map_or(String::new(), |v| v.get_name().to_string()),
-        algorithm: None,
-        params: None,
-        alignment: None,
-        hot: None,
-        matched: matched.as_ref(),
-        ordered: None,
-        current: addresses.as_ref().map(|at| measure(&graph, at)),
-        padding: None,
-        ranges: None,
-        candidates: None,
-    };
-    let Some(format) = args.format.link_format() else {
-        return unordered::run(&args, &graph, binary.as_ref(), addresses.as_ref(), summary);
-    };
-    let alignment = if args.align_cache_lines {
-        if !format.places_individually() {
-            bail!(
-                "--align-cache-lines needs --format ld-script: order files cannot align functions"
-            );
-        }
-        Alignment::CacheLines {
-            line: 64,
-            max_padding: 32,
-            compiled: 16,
-        }
-    } else {
-        Alignment::AsCompiled
-    };
-    if args.hot_offset > 0 && !format.places_individually() {
+    // Only an order's placement is checked: the other formats place nothing.
+    let placed_one_by_one = args.format.places_individually() || !args.format.writes_order();
+    if args.align_cache_lines && !placed_one_by_one {
+        bail!("--align-cache-lines needs --format ld-script: order files cannot align functions");
+    }
+    if args.hot_offset > 0 && !placed_one_by_one {
         bail!("--hot-offset needs --format ld-script: order files cannot pad the hot range");
     }
-    if args.hot_offset % 64 != 0 || args.hot_offset >= 4096 {
+    if args.format.writes_order() && (args.hot_offset % 64 != 0 || args.hot_offset >= 4096) {
         bail!(
             "--hot-offset {}: give a multiple of 64 below 4096 (offsets of 4 KiB or more map to the same i-cache sets)",
             args.hot_offset
         );
     }
-    let chosen_by = match args.algorithm {
-        AlgorithmArg::Auto => " (chosen by --algorithm auto)",
-        AlgorithmArg::Fixed(_) => "",
+    Ok(())
+}
+
+fn read_profile(path: &Path) -> anyhow::Result<Graph> {
+    let file =
+        File::open(path).with_context(|| format!("cannot open profile {}", path.display()))?;
+    Graph::read(BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("cannot read profile {}", path.display()))
+}
+
+/// Where the hot functions start (`--align-cache-lines`, `--hot-offset`).
+fn placement(args: &Args) -> ScriptPlacement {
+    let alignment = if args.align_cache_lines {
+        Alignment::CacheLines {
+            line: 64,
+            max_padding: 32,
+            compiled: COMPILED_ALIGNMENT,
+        }
+    } else {
+        Alignment::AsCompiled
     };
-    let origin = format!("{name} order{chosen_by} of {}", args.profile.display());
-    let target = Target::Linker {
-        format,
-        order: &ordered,
-        placement: ScriptPlacement {
-            alignment,
-            hot_offset: args.hot_offset,
-            ..ScriptPlacement::default()
-        },
-        origin: &origin,
-        unsafe_names: UnsafeNames::Refuse,
-        binary: binary.as_ref(),
-        padding: args.pad_hot_range.into(),
-        text_bytes: binary.as_ref().map(Binary::code_bytes),
-    };
-    let written = link::write(&graph, target).map_err(|e| with_profile_line(e, &args.profile))?;
-    let Some(list) = &written.hot else {
-        bail!("no linker input came of the order");
+    ScriptPlacement {
+        alignment,
+        hot_offset: args.hot_offset,
+        ..ScriptPlacement::default()
+    }
+}
+
+/// Names the parts GCC split off that stay out, and refuses an order of nothing else.
+fn check_hot_list(list: Option<&HotList>) -> anyhow::Result<()> {
+    let Some(list) = list else {
+        return Ok(());
     };
     if !list.split_cold.is_empty() {
         eprintln!(
@@ -244,49 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if list.kept.is_empty() {
         bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
     }
-    write_output(args.output.as_deref(), &written.bytes)?;
-    write_markers(
-        args.markers.as_deref(),
-        binary.as_ref(),
-        written.needs_markers,
-        written.padding.is_some_and(|p| p.padded),
-    )?;
-
-    // `auto` measured the chosen order already; the list differs from it only when parts GCC
-    // split off were left out.
-    let chosen = candidates
-        .iter()
-        .flatten()
-        .find(|c| c.chosen)
-        .map(|c| c.metrics.clone());
-    summary.ordered = Some(match chosen {
-        Some(metrics) if list.kept == ordered => metrics,
-        _ => measure(
-            &graph,
-            &place_in_order(&graph, &list.kept, COMPILED_ALIGNMENT),
-        ),
-    });
-    summary.algorithm = Some(name);
-    summary.candidates = candidates;
-    summary.params = Some(&params);
-    summary.alignment = Some(alignment);
-    summary.hot = Some(list.hot_text(&graph));
-    summary.padding = written.padding;
-    if args.json {
-        output::json(&summary)?;
-    } else {
-        print_summary(&summary)?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Writes `bytes` to the file `path` (replaced atomically), or to stdout without one.
-fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
-    let Some(path) = path else {
-        let mut out = std::io::stdout().lock();
-        return Ok(out.write_all(bytes).and_then(|()| out.flush())?);
-    };
-    write_output_file(path, bytes)
+    Ok(())
 }
 
 /// The profile fitted to `binary` ([`fit`]): refused when recorded on another build unless
@@ -315,6 +251,13 @@ fn fit_to_binary(
     })?;
     for warning in &fitted.warnings {
         print_fit_warning(warning);
+    }
+    if fitted.graph.funcs().is_empty() {
+        bail!(
+            "none of the profile's {} functions is in {}: the profile is from another program",
+            profile.funcs().len(),
+            binary.path.display()
+        );
     }
     Ok(fitted)
 }
@@ -370,6 +313,8 @@ fn with_profile_line(e: EmitError, profile: &Path) -> anyhow::Error {
     });
     match line {
         Some(n) => anyhow::Error::new(e).context(format!("{}, line {n}", profile.display())),
+        // Not about the profile: the format lacks its binary.
+        None if matches!(e, EmitError::NeedsBinary { .. }) => anyhow::Error::new(e),
         None => anyhow::Error::new(e).context(format!("{}", profile.display())),
     }
 }

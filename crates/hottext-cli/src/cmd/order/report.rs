@@ -1,61 +1,130 @@
 //! What `hottext order` reports: the JSON document and the table on stderr.
 
 use std::io::Write;
+use std::process::ExitCode;
 
-use hottext::binary::StatedAddr;
+use hottext::binary::{StatedAddr, HUGE_PAGE};
 use hottext::graph::fit::Matched;
+use hottext::graph::Graph;
 use hottext::layout::auto::Candidate;
-use hottext::layout::metrics::Metrics;
+use hottext::layout::metrics::{measure, Metrics};
 use hottext::layout::Params;
-use hottext::link::{Alignment, HotText, PaddingPlan};
+use hottext::link::{Alignment, HotText, PaddingPlan, Request, Written};
 use serde::Serialize;
 
-use crate::output;
+use crate::output::{self, Mode, Report, Stream};
 
 /// The JSON document. `ranges` and `lld-cgprofile` write no order of ours: they have no
 /// algorithm, params or ordered figures, and `ranges` has its ranges.
 #[derive(Serialize)]
 pub(super) struct Summary<'a> {
-    pub(super) format: String,
+    format: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) algorithm: Option<&'a str>,
+    algorithm: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) params: Option<&'a Params>,
+    params: Option<&'a Params>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) alignment: Option<Alignment>,
+    alignment: Option<Alignment>,
     /// The hot functions the linker input lists and their bytes (`link::HotText`): what
     /// `verify --binary` finds in the linked range.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) hot: Option<HotText>,
+    hot: Option<HotText>,
     /// With --binary: how the profile's weight matched the binary (names missing, renamed).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) matched: Option<&'a Matched>,
+    matched: Option<&'a Matched>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) ordered: Option<Metrics>,
-    pub(super) current: Option<Metrics>,
+    ordered: Option<Metrics>,
+    current: Option<Metrics>,
     /// With a linker input: whether the hot range is padded to whole 2 MiB pages, its cost in
     /// bytes and the huge pages the runtime can map with and without it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) padding: Option<PaddingPlan>,
+    padding: Option<PaddingPlan>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) ranges: Option<Vec<Range>>,
+    ranges: Option<Vec<Range>>,
     /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) candidates: Option<Vec<Candidate>>,
+    candidates: Option<Vec<Candidate>>,
+    /// Hot 2 MiB pages the ranges file leaves out (a warning, not part of the document).
+    #[serde(skip)]
+    partial_pages: usize,
 }
 
 #[derive(Serialize)]
-pub(super) struct Range {
-    pub(super) start: StatedAddr,
-    pub(super) end: StatedAddr,
+struct Range {
+    start: StatedAddr,
+    end: StatedAddr,
+}
+
+impl<'a> Summary<'a> {
+    /// The figures of what `request` wrote for `graph`, which `matched` the binary as told.
+    pub(super) fn new(
+        request: &Request<'a>,
+        graph: &Graph,
+        written: &Written,
+        matched: Option<&'a Matched>,
+    ) -> Summary<'a> {
+        let writes_order = request.format.writes_order();
+        Summary {
+            format: request.format.name,
+            algorithm: written.algorithm.map(|a| a.name),
+            params: writes_order.then_some(request.params),
+            alignment: writes_order.then_some(request.placement.alignment),
+            hot: writes_order.then_some(written.hot_text),
+            matched,
+            ordered: written.ordered_metrics(graph),
+            current: request.at.map(|at| measure(graph, at)),
+            padding: written.padding,
+            ranges: written.ranges.as_ref().map(|ranges| {
+                ranges
+                    .iter()
+                    .map(|&(start, end)| Range { start, end })
+                    .collect()
+            }),
+            candidates: written.candidates.clone(),
+            partial_pages: written.partial_pages,
+        }
+    }
+}
+
+/// docs/output.md's stream table rows of this verb: the stream its report declares.
+pub(crate) const STREAMS: &[(&str, Stream)] = &[("order", <Summary as Report>::STREAM)];
+
+impl Report for Summary<'_> {
+    /// The order itself may be on stdout, so the figures go to stderr.
+    const STREAM: Stream = Stream::Stderr;
+
+    fn print(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        print_summary(self, out)
+    }
+
+    fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        if self.partial_pages > 0 {
+            // The runtime maps no page that reaches past the text: these cannot be had
+            // without relinking.
+            output::warn(format!(
+                "{} of the 2 MiB pages that hold the hot code are not whole pages of the binary's text and are left out (the runtime could not map them); relinking with a hottext layout gathers the hot code into whole pages (`hottext order --format ld-script`, padded by default)",
+                self.partial_pages
+            ));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// A table row: its label and how to show a layout's figure.
 type Row = (&'static str, fn(&Metrics) -> String);
 
-pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
-    // The order itself may be on stdout, so the figures go to stderr.
-    let mut err = std::io::stderr().lock();
+fn print_summary(s: &Summary, err: &mut dyn Write) -> anyhow::Result<()> {
+    if let Some(ranges) = &s.ranges {
+        let pages: u64 = ranges
+            .iter()
+            .map(|r| (r.end.0 - r.start.0) / HUGE_PAGE)
+            .sum();
+        writeln!(
+            err,
+            "hottext: {pages} hot 2 MiB pages in {} ranges",
+            ranges.len()
+        )?;
+    }
     let algorithm = s.algorithm.unwrap_or("?");
     if let (Some(hot), Some(ordered)) = (&s.hot, &s.ordered) {
         writeln!(
@@ -68,7 +137,7 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
         )?;
     }
     if let Some(padding) = &s.padding {
-        print_padding(&mut err, padding)?;
+        print_padding(err, padding)?;
     }
     let rows: [Row; 9] = [
         ("sampled functions", |m| m.sampled_functions.to_string()),
@@ -94,7 +163,7 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
         }),
     ];
     if let Some(candidates) = &s.candidates {
-        print_candidates(&mut err, candidates)?;
+        print_candidates(err, candidates)?;
     }
     let Some(ordered) = &s.ordered else {
         return Ok(());
@@ -116,7 +185,7 @@ pub(super) fn print_summary(s: &Summary) -> anyhow::Result<()> {
 }
 
 /// What padding the hot range to whole 2 MiB pages costs and gains.
-fn print_padding(err: &mut impl Write, p: &PaddingPlan) -> std::io::Result<()> {
+fn print_padding(err: &mut dyn Write, p: &PaddingPlan) -> std::io::Result<()> {
     let pages = p.huge_pages_padded;
     match (p.padded, p.huge_pages_unpadded) {
         (true, unpadded) => writeln!(
@@ -141,7 +210,7 @@ fn print_padding(err: &mut impl Write, p: &PaddingPlan) -> std::io::Result<()> {
 }
 
 /// `--algorithm auto`'s table: each algorithm's modelled figures, the chosen one marked.
-fn print_candidates(err: &mut impl Write, candidates: &[Candidate]) -> std::io::Result<()> {
+fn print_candidates(err: &mut dyn Write, candidates: &[Candidate]) -> std::io::Result<()> {
     writeln!(
         err,
         "  --algorithm auto (modelled):  {:>18} {:>14} {:>16}",
