@@ -30,13 +30,14 @@
 //! newer pipeline whenever they can.
 
 mod blocks;
+mod builder;
 pub mod drift;
 mod escape;
 pub mod fit;
 pub mod merge;
 
 /// Header keys whose values count samples: a merge sums them by the parts' weights
-/// ([`merge::merge_weighted`]), as it does the body's counts.
+/// (`merge::merge_weighted`), as it does the body's counts.
 pub mod counted_header {
     /// Samples of the recording in the binary.
     pub(crate) const SAMPLES: &str = "samples";
@@ -64,7 +65,6 @@ mod read;
 #[cfg(test)]
 mod tests;
 
-use std::cmp::Reverse;
 use std::fmt;
 use std::io::{self, BufRead, Write};
 
@@ -73,6 +73,8 @@ use foldhash::HashMap;
 use names::NameIndex;
 
 pub use blocks::{BlockCoverage, BlockSamples};
+use builder::capped_sum;
+pub use builder::GraphBuilder;
 pub use escape::declared_format;
 pub use escape::escaped;
 pub(crate) use escape::unescaped;
@@ -129,6 +131,7 @@ const MAGIC_PREFIX: &str = "# hottext profile v";
 /// (blocks).
 const VERSION: u32 = 4;
 
+/// A function of the profile: a symbol of the binary, its size and its own samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Func {
     /// Symbol name as in the ELF symbol table (mangled).
@@ -141,10 +144,14 @@ pub struct Func {
     pub aliases: Vec<String>,
 }
 
+/// The calls from one function to another, summed over every call site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
+    /// The function the calls are made from.
     pub caller: FuncId,
+    /// The function they enter.
     pub callee: FuncId,
+    /// How many calls were seen (stack samples or branch records that name the pair).
     pub weight: u64,
 }
 
@@ -163,9 +170,13 @@ pub struct Call {
 /// of the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallSite {
+    /// The calling function.
     pub caller: FuncId,
+    /// The called function.
     pub callee: FuncId,
+    /// Bytes from the caller's start to a byte of the call instruction.
     pub offset: u64,
+    /// The share of the pair's call weight seen at this site.
     pub weight: u64,
 }
 
@@ -186,23 +197,46 @@ pub struct Graph {
     blocks: Vec<BlockSamples>,
 }
 
+/// Why a profile could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
+    /// A line that is no record of the format.
     #[error("line {line}: {msg}")]
-    Malformed { line: usize, msg: String },
+    Malformed {
+        /// Its number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// The first line is not a profile's.
+
     #[error("the file does not start with '{MAGIC}' (is it a hottext profile?)")]
     NotAProfile,
+    /// A profile of a version this reader does not know.
     #[error("the file is a hottext profile v{0}; this hottext reads v1 to v{VERSION}: upgrade it")]
     NewerVersion(u32),
+    /// A perf.data file given where a profile belongs.
     #[error("the file is a perf.data recording, not a profile: run `hottext profile FILE --binary BIN -o NAME.profile` first, and give that profile")]
     PerfData,
+    /// A profile without a single `fn` line.
     #[error("the profile is empty: it names no function")]
     Empty,
+    /// Counts whose sum no real recording reaches.
     #[error("the profile's {what} sum to over {MAX_COUNT}: no recording counts that many; the profile is damaged or crafted")]
-    TooMany { what: &'static str },
+    TooMany {
+        /// Which counts: samples, call weights, …
+        what: &'static str,
+    },
+    /// A caller and callee on two `call` lines.
     #[error("'call {caller} {callee}' is on two lines: a profile has one call line for each caller and callee, followed by its sites")]
-    RepeatedCall { caller: String, callee: String },
+    RepeatedCall {
+        /// The caller's name as the file has it.
+        caller: String,
+        /// The callee's name.
+        callee: String,
+    },
+    /// The file could not be read.
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -211,10 +245,13 @@ pub enum GraphError {
 /// byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Jump {
+    /// The calling function.
     pub caller: FuncId,
+    /// The called function.
     pub callee: FuncId,
     /// In bytes from the caller's start.
     pub offset: u64,
+    /// Calls seen from there.
     pub weight: u64,
 }
 
@@ -280,6 +317,7 @@ impl Graph {
         FuncId::from_index(self.funcs.len() - 1)
     }
 
+    /// The value of the first header line with `key`, if any.
     pub fn header(&self, key: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -287,6 +325,7 @@ impl Graph {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Sets the header `key` to `value`: the first line with that key, or a new last one.
     pub fn set_header(&mut self, key: &str, value: impl fmt::Display) {
         let value = value.to_string();
         match self.headers.iter_mut().find(|(k, _)| k == key) {
@@ -384,134 +423,3 @@ impl Graph {
 /// an inlined helper), each too light to move the layout. Exact offsets are kept rather than
 /// merged into 64-byte buckets: with so few sites a call, buckets would save nothing.
 pub const MAX_SITES_PER_CALL: usize = 8;
-
-/// Accumulates functions, samples, calls and call sites by name, merging repeated ones, and
-/// produces a [`Graph`]. Used by the profile builder, the pipeline's merge and rematch, and tests.
-#[derive(Default)]
-pub struct GraphBuilder {
-    graph: Graph,
-    ids: NameIndex,
-    calls: HashMap<(FuncId, FuncId), u64>,
-    sites: HashMap<(FuncId, FuncId, u64), u64>,
-    blocks: blocks::BlockSums,
-}
-
-impl GraphBuilder {
-    /// Returns the id of `name`, declaring it with `size` on first sight.
-    pub fn func(&mut self, name: &str, size: u64) -> FuncId {
-        if let Some(id) = self.ids.get(&self.graph.funcs, name) {
-            return id;
-        }
-        let id = self.graph.add_func(Func {
-            name: name.to_string(),
-            size,
-            samples: 0,
-            aliases: vec![],
-        });
-        self.ids.insert(&self.graph.funcs, id);
-        id
-    }
-
-    /// The size `id` was declared with.
-    pub fn size_of(&self, id: FuncId) -> u64 {
-        self.graph.funcs[id.index()].size
-    }
-
-    /// Adds `alias` as another name of `id`, once.
-    pub fn alias(&mut self, id: FuncId, alias: &str) {
-        let aliases = &mut self.graph.funcs[id.index()].aliases;
-        if !aliases.iter().any(|a| a == alias) {
-            aliases.push(alias.to_string());
-        }
-    }
-
-    /// Adds `samples` to the function's; sums stop at [`MAX_COUNT`], the most a reader takes.
-    pub fn add_samples(&mut self, id: FuncId, samples: u64) {
-        let sum = &mut self.graph.funcs[id.index()].samples;
-        *sum = capped_sum(*sum, samples);
-    }
-
-    /// Adds `weight` to the call's; sums stop at [`MAX_COUNT`].
-    pub fn add_call(&mut self, caller: FuncId, callee: FuncId, weight: u64) {
-        let sum = self.calls.entry((caller, callee)).or_default();
-        *sum = capped_sum(*sum, weight);
-    }
-
-    /// Adds `weight` of the calls from `caller` to `callee`, already added with
-    /// [`GraphBuilder::add_call`], at `offset` in the caller (see [`CallSite`]).
-    pub fn add_site(&mut self, caller: FuncId, callee: FuncId, offset: u64, weight: u64) {
-        let sum = self.sites.entry((caller, callee, offset)).or_default();
-        *sum = capped_sum(*sum, weight);
-    }
-
-    pub fn header(&mut self, key: &str, value: impl fmt::Display) {
-        self.graph.set_header(key, value);
-    }
-
-    /// Adds a header line after the others, also when one with `key` is there (a key that
-    /// takes several lines, such as `cpu-samples`).
-    pub fn push_header(&mut self, key: &str, value: impl fmt::Display) {
-        self.graph
-            .headers
-            .push((key.to_string(), value.to_string()));
-    }
-
-    /// The graph. Of each call's sites it keeps the [`MAX_SITES_PER_CALL`] heaviest (ties: the
-    /// lower offset) that lie inside the caller and whose weights fit in the call's; the weight
-    /// of the others stays in the call without a site.
-    pub fn finish(mut self) -> Graph {
-        let mut calls: Vec<Call> = std::mem::take(&mut self.calls)
-            .into_iter()
-            .map(|((caller, callee), weight)| Call {
-                caller,
-                callee,
-                weight,
-            })
-            .collect();
-        calls.sort_unstable_by_key(|c| (c.caller, c.callee));
-        self.graph.sites = self.kept_sites(&calls);
-        self.graph.calls = calls;
-        self.graph.blocks = blocks::sorted(std::mem::take(&mut self.blocks));
-        self.graph
-    }
-
-    fn kept_sites(&self, calls: &[Call]) -> Vec<CallSite> {
-        let mut sites: Vec<CallSite> = self
-            .sites
-            .iter()
-            .filter(|&(&(caller, _, offset), &weight)| {
-                weight > 0 && offset < self.graph.funcs[caller.index()].size
-            })
-            .map(|(&(caller, callee, offset), &weight)| CallSite {
-                caller,
-                callee,
-                offset,
-                weight,
-            })
-            .collect();
-        sites.sort_unstable_by_key(|s| (s.caller, s.callee, Reverse(s.weight), s.offset));
-        let mut kept = Vec::with_capacity(sites.len().min(calls.len() * MAX_SITES_PER_CALL));
-        for pair in sites.chunk_by(|a, b| (a.caller, a.callee) == (b.caller, b.callee)) {
-            let key = (pair[0].caller, pair[0].callee);
-            // A site's weight is part of its call's: without a call it has nothing to place.
-            let Ok(call) = calls.binary_search_by_key(&key, |c| (c.caller, c.callee)) else {
-                continue;
-            };
-            let mut left = calls[call].weight;
-            let start = kept.len();
-            for s in pair.iter().take(MAX_SITES_PER_CALL) {
-                if s.weight <= left {
-                    left -= s.weight;
-                    kept.push(*s);
-                }
-            }
-            kept[start..].sort_unstable_by_key(|s| s.offset);
-        }
-        kept
-    }
-}
-
-/// `a + b`, at most [`MAX_COUNT`]: what a builder writes, a reader reads back.
-fn capped_sum(a: u64, b: u64) -> u64 {
-    a.saturating_add(b).min(MAX_COUNT)
-}

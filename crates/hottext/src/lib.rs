@@ -30,6 +30,8 @@
 //! assert_eq!(names, ["main", "work"]);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod binary;
 pub mod caches;
 pub mod demangle;

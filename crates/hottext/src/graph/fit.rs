@@ -1,6 +1,6 @@
 //! Fitting a profile to a binary, in one place: the build-id policy, the code fingerprints
 //! (computed always, or only when some sampled name is missing), the matching itself
-//! ([`rematch`]) and where each fitted function sits in the binary. What a person should hear
+//! (`rematch`) and where each fitted function sits in the binary. What a person should hear
 //! about comes back as [`FitWarning`] values; the caller decides how to print them.
 
 mod blocks;

@@ -11,7 +11,7 @@
 //! running fades out instead of staying in the layout forever.
 //!
 //! A merged profile is one its reader takes: when the weighted counts would sum to more than
-//! [`MAX_COUNT`], every weight is scaled down by one factor ([`fitting_scale`]); the
+//! [`MAX_COUNT`], every weight is scaled down by one factor (`fitting_scale`); the
 //! proportions, which are all a layout uses, stay.
 
 use std::time::{Duration, SystemTime};
@@ -52,13 +52,13 @@ pub struct AgedMerge {
     pub graph: Graph,
     /// Each part's weight after its age decay, in the parts' order (before `scale`).
     pub weights: Vec<f64>,
-    /// The factor every weight was scaled by to keep the counts readable ([`fitting_scale`]).
+    /// The factor every weight was scaled by to keep the counts readable (`fitting_scale`).
     pub scale: f64,
 }
 
 /// The fleet's merge (`hottext merge`, `pipeline merge`): each part weighed by its weight times
-/// [`age_weight`] of its age at `now` (without `half_life_days`, no decay), then
-/// [`merge_weighted`], the first part the reference.
+/// `age_weight` of its age at `now` (without `half_life_days`, no decay), then
+/// `merge_weighted`, the first part the reference.
 pub fn merge_aged(parts: &[AgedPart], now: SystemTime, half_life_days: Option<f64>) -> AgedMerge {
     let weights: Vec<f64> = parts
         .iter()
@@ -166,7 +166,7 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
     b.finish()
 }
 
-/// The factor, at most 1, that [`merge_weighted`] multiplies every weight (taken between 0 and
+/// The factor, at most 1, that `merge_weighted` multiplies every weight (taken between 0 and
 /// [`MAX_WEIGHT`]) by so that the merged samples and call weights each sum to at most
 /// [`MAX_COUNT`], the most a reader takes. Rounding adds at most half a count to each record,
 /// which the room left for them covers.

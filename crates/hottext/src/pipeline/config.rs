@@ -43,7 +43,7 @@ use crate::os::proc::Pid;
 use crate::profile::record;
 use serde::Deserialize;
 
-/// A service's pipeline configuration (`hottext.toml`), read by [`Config::load`].
+/// A service's pipeline configuration (`hottext.toml`), read by [`Config::read`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {

@@ -3,7 +3,7 @@
 //! and one scheduled job merges the recent uploads of every host ([`from_uploads`],
 //! `pipeline run --merge-uploads`), then gates, stores and commits like a single host's run.
 //!
-//! The merge fits every upload to the binary being built ([`fit`]: by name, then by code),
+//! The merge fits every upload to the binary being built ([`fit`](crate::graph::fit): by name, then by code),
 //! refuses an upload of which the binary has less than `[fleet] min_matched` (another build,
 //! too far apart), and weighs the rest by age: weight = 0.5^(age / `half_life_days`). Counts
 //! are summed, so a host that recorded more samples weighs more in proportion.

@@ -36,7 +36,7 @@ pub struct Recording {
 }
 
 /// Records the service for the configured time into `dir/perf.data`; `progress` hears the time
-/// recorded so far and the configured length, every [`TICK`]. When `cancel` is set, perf, the
+/// recorded so far and the configured length, every `TICK`. When `cancel` is set, perf, the
 /// load and a service the pipeline started are stopped and the run is
 /// [`PipelineError::Interrupted`].
 pub fn record(
