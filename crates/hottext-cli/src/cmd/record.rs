@@ -10,9 +10,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use hottext::binary::Binary;
-use hottext::diagnose::binary::frame_pointer_share;
 use hottext::os::cancel;
 use hottext::os::proc::Pid;
+use hottext::profile::frame_pointer_share;
 use hottext::profile::record::{
     affinity, check_frequency, check_seconds, plan, Machine, Outcome, Plan, Request, Scope,
     Session, Target,

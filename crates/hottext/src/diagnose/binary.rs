@@ -4,38 +4,11 @@
 use super::{build_remedy, Check, Status};
 use crate::binary::{built_by_rustc, Binary, HOT_END, HOT_START, HUGE_PAGE, RUNTIME_ENTRY};
 use crate::graph::fit::Fitted;
-use crate::profile::code::Code;
+use crate::profile::code::{frame_pointer_share, FRAME_POINTERS_KEPT};
 use crate::report::heat::{heat_map_of, HeatMap};
 use crate::verify::check_binary;
 
 const AREA: &str = "binary";
-
-/// From this share of calling functions that set up a frame pointer on, the binary counts as
-/// built with frame pointers (perf's `--call-graph fp` finds callers); below, not.
-pub const FRAME_POINTERS_KEPT: f64 = 0.5;
-
-/// At most this many functions are decoded, evenly spread: a share needs no more, and a
-/// binary of a million functions would otherwise be decoded whole before every recording.
-const FRAME_SAMPLE: usize = 4000;
-
-/// Share of the binary's calling functions that set up a frame pointer
-/// (`Code::frame_use`: leaves go without one even with `-fno-omit-frame-pointer`); `None`
-/// where the instruction set is not x86-64 or no function calls another.
-pub fn frame_pointer_share(binary: &Binary) -> Option<f64> {
-    let code = Code::of(binary);
-    if !code.is_decoded() {
-        return None;
-    }
-    let step = binary.functions.len().div_ceil(FRAME_SAMPLE).max(1);
-    let (mut with, mut calling) = (0u64, 0u64);
-    for f in binary.functions.iter().step_by(step) {
-        if let Some(found) = code.frame_use(f).filter(|u| u.calls) {
-            calling += 1;
-            with += u64::from(found.sets_up_frame);
-        }
-    }
-    (calling > 0).then(|| with as f64 / calling as f64)
-}
 
 /// The binary's checks, in report order.
 pub fn checks(binary: &Binary) -> Vec<Check> {

@@ -204,7 +204,7 @@ pub fn record(
         pin_cpu: None,
         per_process: false,
         sampling: None,
-        frame_pointer_share: super::binary::frame_pointer_share(binary),
+        frame_pointer_share: crate::profile::code::frame_pointer_share(binary),
     };
     let machine = Machine::probe().map_err(|e| format!("cannot tell what perf can do: {e}"))?;
     let runs_on = affinity(pid).map_err(|e| format!("cannot read process {pid}'s CPUs: {e}"))?;

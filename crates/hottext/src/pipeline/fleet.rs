@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::config::Config;
 use super::gate::{self, Gated};
-use super::gather::{self, Gathered};
+use super::gather::{self, Gathered, HostUpload};
 use super::{store_profile, PipelineError, Progress, Stored};
 use crate::binary::Binary;
 use crate::graph::fit::{fit_any_build, CodePrints, FitError};
@@ -24,31 +24,6 @@ use crate::graph::Graph;
 use crate::store::meta;
 use crate::store::uploads::{check_name, Upload};
 use crate::store::Store;
-
-/// One upload as the merge job saw it.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostUpload {
-    /// The entry's key in the store.
-    pub entry: String,
-    /// The host that uploaded it.
-    pub host: String,
-    /// The stored profile it names, when its entry could be read.
-    pub object: Option<String>,
-    /// When its recording ended.
-    pub window_end: Option<String>,
-    /// Its age in days at the merge.
-    pub age_days: f64,
-    /// Samples in its recording.
-    pub samples: u64,
-    /// Share (0 to 1) of the upload's weight that the binary has.
-    pub matched_fraction: f64,
-    /// 0.5^(age / half-life) when merged, 0 when refused.
-    pub weight: f64,
-    /// Whether it went into the merge.
-    pub merged: bool,
-    /// Why it was refused.
-    pub note: Option<String>,
-}
 
 /// What an upload-only run did.
 #[derive(Debug, Clone, Serialize)]

@@ -7,13 +7,39 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
-use super::fleet::HostUpload;
+use serde::Serialize;
+
 use super::{service, PipelineError, Progress};
 use crate::binary::fingerprint::{fingerprints, Fingerprints};
 use crate::binary::Binary;
 use crate::graph::Graph;
 use crate::profile;
 use crate::store::uploads::Upload;
+
+/// One upload as the merge job saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostUpload {
+    /// The entry's key in the store.
+    pub entry: String,
+    /// The host that uploaded it.
+    pub host: String,
+    /// The stored profile it names, when its entry could be read.
+    pub object: Option<String>,
+    /// When its recording ended.
+    pub window_end: Option<String>,
+    /// Its age in days at the merge.
+    pub age_days: f64,
+    /// Samples in its recording.
+    pub samples: u64,
+    /// Share (0 to 1) of the upload's weight that the binary has.
+    pub matched_fraction: f64,
+    /// 0.5^(age / half-life) when merged, 0 when refused.
+    pub weight: f64,
+    /// Whether it went into the merge.
+    pub merged: bool,
+    /// Why it was refused.
+    pub note: Option<String>,
+}
 
 /// A new profile and what it covers.
 pub struct Gathered {

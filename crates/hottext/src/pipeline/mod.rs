@@ -166,7 +166,7 @@ pub struct Report {
     pub drift: Option<Drift>,
     /// The fleet's merge job: every upload in the window, merged or refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub uploads: Option<Vec<fleet::HostUpload>>,
+    pub uploads: Option<Vec<gather::HostUpload>>,
     /// Set when the gate passed: the stored profile, the meta file, the commit.
     pub object: Option<String>,
     /// Whether the store had the object already.

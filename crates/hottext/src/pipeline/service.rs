@@ -97,7 +97,7 @@ fn record_running(
         sampling: None,
         frame_pointer_share: crate::binary::Binary::open(&binary)
             .ok()
-            .and_then(|b| crate::diagnose::binary::frame_pointer_share(&b)),
+            .and_then(|b| crate::profile::code::frame_pointer_share(&b)),
     };
     let machine = Machine::probe()
         .map_err(|e| PipelineError::Service(format!("cannot tell what perf can do here: {e}")))?;

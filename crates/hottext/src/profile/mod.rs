@@ -50,6 +50,7 @@ mod function_index;
 mod inferred;
 mod mappings;
 mod mmap_record;
+mod perf_bytes;
 mod perf_file;
 mod perf_header;
 mod perf_sections;
@@ -72,6 +73,7 @@ use crate::binary::Binary;
 use crate::graph::Graph;
 use crate::os::proc::Pid;
 
+pub use code::frame_pointer_share;
 pub use events::{events, Carries, Event, UnusedEvent};
 pub use mappings::MatchedBy;
 pub use shares::CpuShares;

@@ -5,12 +5,12 @@
 //! will act on is checked here against the file's size first.
 
 use std::fs::File;
-use std::io::{self, Read};
 use std::ops::Range;
 use std::path::Path;
 
+use super::perf_bytes::{read_up_to, u64_at};
 use super::perf_sections::{HeaderSections, Sections};
-use super::pipe_header::check_pipe_records;
+use super::pipe_header::{check_pipe_records, PIPE_HEADER_SIZE};
 use super::ProfileError;
 
 /// `struct perf_file_header`: magic, size, attr_size, attrs, data, event_types, feature bits.
@@ -20,8 +20,6 @@ const HEADER_SIZE: usize = 104;
 const ATTRS_AT: usize = 24;
 const DATA_SECTION_AT: usize = 40;
 const FEATURE_BITS_AT: usize = 72;
-/// The header size a pipe-mode stream (`perf record -o -`) writes.
-pub(super) const PIPE_HEADER_SIZE: u64 = 16;
 /// Offsets in the header of `attr_size` and of `event_types` (offset, then size).
 const ATTR_SIZE_AT: usize = 16;
 const EVENT_TYPES_AT: usize = 56;
@@ -122,35 +120,6 @@ pub(super) fn check_header(
         records: data_offset..data_end,
         big_endian,
     })
-}
-
-pub(super) fn u64_at(bytes: &[u8], at: usize, big_endian: bool) -> u64 {
-    uint_at(bytes, at, 8, big_endian)
-}
-
-/// The unsigned integer of `width` bytes (at most 8) at `at`, in the file's byte order; 0 when
-/// the bytes are not all there.
-pub(super) fn uint_at(bytes: &[u8], at: usize, width: usize, big_endian: bool) -> u64 {
-    let Some(b) = bytes.get(at..at + width) else {
-        return 0;
-    };
-    let push = |value: u64, &byte: &u8| value << 8 | u64::from(byte);
-    if big_endian {
-        b.iter().fold(0, push)
-    } else {
-        b.iter().rev().fold(0, push)
-    }
-}
-
-pub(super) fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match file.read(&mut buf[got..])? {
-            0 => break,
-            n => got += n,
-        }
-    }
-    Ok(got)
 }
 
 #[cfg(test)]

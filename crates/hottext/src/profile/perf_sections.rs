@@ -9,7 +9,7 @@ use std::io::{Seek, SeekFrom};
 use std::ops::Range;
 use std::path::Path;
 
-use super::perf_header::{read_up_to, u64_at, uint_at};
+use super::perf_bytes::{read_up_to, u64_at, uint_at};
 use super::record_budget::MEMORY_BUDGET;
 use super::ProfileError;
 

@@ -6,9 +6,12 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-use super::perf_header::{read_up_to, u64_at, uint_at, PIPE_HEADER_SIZE};
+use super::perf_bytes::{read_up_to, u64_at, uint_at};
 use super::perf_sections::{check_event_desc, ids_within_budget, EVENT_DESC_BIT};
 use super::ProfileError;
+
+/// The header size a pipe-mode stream (`perf record -o -`) writes.
+pub(super) const PIPE_HEADER_SIZE: u64 = 16;
 
 /// `struct perf_event_header`: type (u32), misc (u16), size (u16).
 const RECORD_HEADER_SIZE: usize = 8;

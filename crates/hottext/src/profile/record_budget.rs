@@ -175,7 +175,7 @@ impl RecordBudget {
                 break;
             }
             self.inner_header_len = 0;
-            let size = super::perf_header::uint_at(&self.inner_header, 6, 2, self.big_endian);
+            let size = super::perf_bytes::uint_at(&self.inner_header, 6, 2, self.big_endian);
             if size < HEADER as u64 {
                 return Err(format!(
                     "a record inflated from the {name} record at byte {at} gives its size as {size} bytes, less than its own header"

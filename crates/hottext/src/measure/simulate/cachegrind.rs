@@ -13,6 +13,7 @@ use std::path::Path;
 use foldhash::HashSet;
 
 use super::hot_range::{HotCode, HotRanges};
+use super::models::Slot;
 use crate::measure::MeasureError;
 
 /// Totals of one run's cachegrind files.
@@ -28,6 +29,22 @@ pub(super) struct Totals {
     pub hot_ll_misses: u64,
     /// The executables with hot pages the processes ran.
     pub hot_ranges: HotRanges,
+}
+
+impl Totals {
+    /// A run's totals with the hot range on 2 MiB pages: this run's misses outside the hot pages
+    /// (its level's, on 4 KiB pages) and `huge`'s inside them at the level in `slot`; the rest of
+    /// `huge` (the two runs do the same work).
+    pub(super) fn on_huge_pages(&self, huge: &Totals, slot: Slot) -> Totals {
+        let inside = match slot {
+            Slot::I1 => huge.hot_misses,
+            Slot::LL => huge.hot_ll_misses,
+        };
+        Totals {
+            misses: self.misses.saturating_sub(self.hot_misses) + inside,
+            ..huge.clone()
+        }
+    }
 }
 
 /// Makes a run directory that a server's processes can write their counts in after they switch
@@ -170,6 +187,35 @@ fn parse_row(text: &str) -> Option<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn totals(misses: u64, hot_misses: u64, hot_ll_misses: u64) -> Totals {
+        Totals {
+            instructions: 1_000_000,
+            misses,
+            processes: 1,
+            hot_misses,
+            hot_ll_misses,
+            hot_ranges: HotRanges::new(),
+        }
+    }
+
+    #[test]
+    fn the_hot_pages_count_from_the_2_mib_run_the_rest_from_the_4_kib_one() {
+        // 4 KiB pages: 900 of 1000 misses in the hot range; 2 MiB pages: 3 there (L1), 1 (L2).
+        let small = totals(1000, 900, 0);
+        let huge = totals(40, 3, 1);
+        assert_eq!(small.on_huge_pages(&huge, Slot::I1).misses, 103);
+        assert_eq!(small.on_huge_pages(&huge, Slot::LL).misses, 101);
+    }
+
+    #[test]
+    fn without_hot_code_the_figure_is_the_4_kib_one() {
+        let small = totals(1000, 0, 0);
+        assert_eq!(
+            small.on_huge_pages(&totals(40, 0, 0), Slot::I1).misses,
+            1000
+        );
+    }
 
     #[test]
     fn the_summary_is_read_by_its_event_names() {

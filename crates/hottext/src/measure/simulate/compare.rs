@@ -18,9 +18,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::jobs::{self, SLOT_PLACEHOLDER};
-use super::{Checks, Model, ModelCounts, Simulated};
-use crate::measure::ab::{Service, Side};
+pub use super::config::{SimConfig, SimRecord};
+use super::jobs;
+use super::{Model, ModelCounts, Simulated};
+use crate::measure::ab::Side;
 use crate::measure::stats::{median, Verdict};
 use crate::measure::MeasureError;
 
@@ -34,61 +35,6 @@ pub(crate) const NEGLIGIBLE_PER_MILLION: f64 = 1.0;
 
 /// The unit of the miss rates.
 const PER_MILLION: &str = "per M instr";
-
-/// The placeholder the commands use for the offset.
-pub(crate) const OFFSET_PLACEHOLDER: &str = "{offset}";
-
-/// What a simulated A/B comparison (`hottext ab --simulate`) runs.
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    /// Commands, or with `service` the servers' commands (all run with `sh -c`).
-    pub a: String,
-    /// Command or server B.
-    pub b: String,
-    /// The command form's baselines (the same program doing less work).
-    pub baseline_a: Option<String>,
-    /// A's baseline command.
-    pub baseline_b: Option<String>,
-    /// B's baseline command.
-    pub service: Option<Service>,
-    /// The service form's baseline load; none means start, ready, stop.
-    pub baseline_load: Option<String>,
-    /// Substituted for `{offset}`; `[0]` when the commands do not name it.
-    pub offsets: Vec<u64>,
-    /// The count of work (`checks.work`) and the output that must not differ.
-    pub checks: Checks,
-    /// The name of the count of work, for the per-unit rows (`instructions-per-NAME`).
-    pub work_name: String,
-    /// Simulations at once, each an (offset, side) pair; 1 runs them one after another. A
-    /// service runs in parallel only when its commands name `{slot}`.
-    pub jobs: usize,
-    /// The CPUs the servers of parallel jobs are pinned to, one per job slot, the service's
-    /// own CPU first.
-    pub cpus: Vec<u32>,
-}
-
-impl SimConfig {
-    /// Whether the A or B command names `{offset}`: required when more than one offset is asked.
-    pub fn names_offset(&self) -> bool {
-        self.a.contains(OFFSET_PLACEHOLDER) || self.b.contains(OFFSET_PLACEHOLDER)
-    }
-
-    /// Whether both servers name `{slot}`, so that servers side by side can listen apart.
-    pub fn names_slot(&self) -> bool {
-        self.a.contains(SLOT_PLACEHOLDER) && self.b.contains(SLOT_PLACEHOLDER)
-    }
-}
-
-/// One side at one offset.
-#[derive(Debug, Clone, Serialize)]
-pub struct SimRecord {
-    /// The start offset of the hot range this run used.
-    pub offset: u64,
-    /// Which command ran.
-    pub side: Side,
-    /// Its simulated counts per model.
-    pub simulated: Simulated,
-}
 
 /// A value's median and range over the offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -316,6 +262,7 @@ fn verdict(ratio: Option<Spread>) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::simulate::Checks;
 
     fn spread(min: f64, max: f64) -> Option<Spread> {
         Some(Spread {

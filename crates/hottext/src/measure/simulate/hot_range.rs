@@ -4,7 +4,7 @@
 //! [`mappable_hot_pages`]) onto huge pages; the CPU then translates that code with its entries
 //! for 2 MiB pages and the rest with its entries for 4 KiB pages. Cachegrind simulates one page
 //! size a run, so one more run puts every fetch on 2 MiB pages (both iTLB levels at once: see
-//! [`Slot`]), and the figures are combined from the counts cachegrind writes per function: a
+//! `Slot`), and the figures are combined from the counts cachegrind writes per function: a
 //! function on an executable's hot pages counts its misses from the 2 MiB run, every other
 //! function its misses from the 4 KiB run of the same level. That run is made only when a
 //! process of the workload ran an executable with a hot page that is linked with the runtime
@@ -30,8 +30,6 @@ use std::path::{Path, PathBuf};
 
 use foldhash::{HashMap, HashSet};
 
-use super::cachegrind::Totals;
-use super::models::Slot;
 use crate::binary::{symbol_of, Binary, Function, StatedAddr, HUGE_PAGE};
 use crate::verify::mappable_hot_pages;
 
@@ -103,52 +101,9 @@ impl HotCode {
 /// The executables with hot pages a run's processes ran, and their pages.
 pub type HotRanges = BTreeMap<String, u64>;
 
-/// A run's totals with the hot range on 2 MiB pages: `small`'s misses outside the hot pages
-/// (its level's, on 4 KiB pages) and `huge`'s inside them at the level in `slot`; the rest of
-/// `huge` (the two runs do the same work).
-pub(super) fn on_huge_pages(small: &Totals, huge: &Totals, slot: Slot) -> Totals {
-    let inside = match slot {
-        Slot::I1 => huge.hot_misses,
-        Slot::LL => huge.hot_ll_misses,
-    };
-    Totals {
-        misses: small.misses.saturating_sub(small.hot_misses) + inside,
-        ..huge.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn totals(misses: u64, hot_misses: u64, hot_ll_misses: u64) -> Totals {
-        Totals {
-            instructions: 1_000_000,
-            misses,
-            processes: 1,
-            hot_misses,
-            hot_ll_misses,
-            hot_ranges: HotRanges::new(),
-        }
-    }
-
-    #[test]
-    fn the_hot_pages_count_from_the_2_mib_run_the_rest_from_the_4_kib_one() {
-        // 4 KiB pages: 900 of 1000 misses in the hot range; 2 MiB pages: 3 there (L1), 1 (L2).
-        let small = totals(1000, 900, 0);
-        let huge = totals(40, 3, 1);
-        assert_eq!(on_huge_pages(&small, &huge, Slot::I1).misses, 103);
-        assert_eq!(on_huge_pages(&small, &huge, Slot::LL).misses, 101);
-    }
-
-    #[test]
-    fn without_hot_code_the_figure_is_the_4_kib_one() {
-        let small = totals(1000, 0, 0);
-        assert_eq!(
-            on_huge_pages(&small, &totals(40, 0, 0), Slot::I1).misses,
-            1000
-        );
-    }
 
     #[test]
     fn a_name_also_outside_the_hot_pages_is_not_hot() {

@@ -10,13 +10,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use super::compare::{SimConfig, SimRecord, OFFSET_PLACEHOLDER};
+use super::config::{SimConfig, SimRecord, OFFSET_PLACEHOLDER, SLOT_PLACEHOLDER};
 use super::{simulate_in, Model, Workload};
 use crate::measure::ab::{Service, Side};
 use crate::measure::MeasureError;
-
-/// The placeholder for the worker's number in the service form's commands.
-pub(crate) const SLOT_PLACEHOLDER: &str = "{slot}";
 
 /// One simulated side at one offset.
 #[derive(Debug, Clone, Copy)]

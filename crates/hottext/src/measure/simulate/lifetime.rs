@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use super::cachegrind::{self, read_totals, Totals};
-use super::hot_range::{self, HotCode};
+use super::hot_range::HotCode;
 use super::models::Slot;
 use super::{Checks, ModelCounts, Workload, ENV_COMMAND, ENV_DIR};
 use crate::measure::ab::Service;
@@ -139,10 +139,10 @@ impl Simulation<'_> {
 
 impl Lifetimes {
     /// These 4 KiB-page runs with the hot range on the 2 MiB pages of `huge`'s runs at the
-    /// level in `slot` ([`hot_range::on_huge_pages`]); the output and directory are `huge`'s.
+    /// level in `slot` (`Totals::on_huge_pages`); the output and directory are `huge`'s.
     pub fn on_huge_pages(&self, huge: &Lifetimes, slot: Slot) -> Lifetimes {
         let run = |small: &Run, huge: &Run| Run {
-            totals: hot_range::on_huge_pages(&small.totals, &huge.totals, slot),
+            totals: small.totals.on_huge_pages(&huge.totals, slot),
             output: huge.output.clone(),
         };
         Lifetimes {

@@ -16,6 +16,7 @@
 mod cachegrind;
 mod checks;
 pub mod compare;
+mod config;
 mod hot_range;
 mod jobs;
 mod lifetime;

@@ -102,8 +102,8 @@ pub struct Request {
     /// instead of the best the machine and program allow.
     pub sampling: Option<SampleKind>,
     /// Share of the program's calling functions that set up a frame pointer
-    /// ([`crate::diagnose::binary::frame_pointer_share`]); `None` when not known. Below
-    /// [`crate::diagnose::binary::FRAME_POINTERS_KEPT`], stacks are unwound by DWARF CFI.
+    /// ([`crate::profile::frame_pointer_share`]); `None` when not known. Below
+    /// `FRAME_POINTERS_KEPT` (a half), stacks are unwound by DWARF CFI.
     pub frame_pointer_share: Option<f64>,
 }
 

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Machine, RecordError, Request, Scope, Target, DEFAULT_FREQUENCY, MAX_CPU_WIDE};
-use crate::diagnose::binary::FRAME_POINTERS_KEPT;
 use crate::os::cpus::CpuSet;
 use crate::os::shell;
+use crate::profile::code::FRAME_POINTERS_KEPT;
 use crate::profile::SampleKind;
 
 /// The decided recording: perf's arguments follow from it.
