@@ -20,8 +20,12 @@
 #                                     or build unoptimised with a loud warning
 #     [STORE <url>]                   fetch from this store instead of the meta file's
 #     [MIN_MATCHED <fraction>]        refuse a profile less than this much of which matches (0.5)
-#     [LIBRARIES <library>...])       the static (or object) libraries to compile with the flags
+#     [LIBRARIES <library>...]        the static (or object) libraries to compile with the flags
 #                                     below, instead of all that <target> links (see below)
+#     [CLUSTERS <file>])              a cluster file for clang's basic-block sections (`hottext
+#                                     order --format clang-bb-sections`): the C and C++ sources
+#                                     clang compiles get -fbasic-block-sections=list=<file> and
+#                                     recompile when it changes; gcc has none (configure says so)
 #
 # What it does to <target>:
 # - compiles it with -ffunction-sections -fno-omit-frame-pointer (each function in its own
@@ -90,8 +94,8 @@ else()
 endif()
 
 function(hottext_optimize target)
-  cmake_parse_arguments(PARSE_ARGV 1 HT "" "META;LINKER;RUNTIME;ON_MISSING;STORE;MIN_MATCHED"
-                        "LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 HT ""
+                        "META;LINKER;RUNTIME;ON_MISSING;STORE;MIN_MATCHED;CLUSTERS" "LIBRARIES")
   set(where "hottext_optimize(${target})")
   if(HT_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "${where}: unknown arguments ${HT_UNPARSED_ARGUMENTS}")
@@ -124,10 +128,20 @@ function(hottext_optimize target)
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/hottext/${target}")
   file(MAKE_DIRECTORY "${dir}")
 
-  target_compile_options(${target} PRIVATE ${_HOTTEXT_COMPILE_FLAGS})
+  set(compile_flags ${_HOTTEXT_COMPILE_FLAGS})
+  set(clusters "")
+  if(HT_CLUSTERS)
+    get_filename_component(clusters "${HT_CLUSTERS}" ABSOLUTE
+                           BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    _hottext_cluster_flags("${where}" "${clusters}" cluster_flags)
+    list(APPEND compile_flags ${cluster_flags})
+    _hottext_compile_depends(${target} "${clusters}")
+  endif()
+  target_compile_options(${target} PRIVATE ${compile_flags})
   # At the end of the top-level directory, when every library and target_link_libraries exists.
   cmake_language(EVAL CODE "cmake_language(DEFER DIRECTORY [[${CMAKE_SOURCE_DIR}]]
-    CALL _hottext_compile_libraries [[${where}]] [[${target}]] [[${HT_LIBRARIES}]])")
+    CALL _hottext_compile_libraries [[${where}]] [[${target}]] [[${HT_LIBRARIES}]]
+         [[${compile_flags}]] [[${clusters}]])")
 
   # -fuse-ld picks the linker the input is for. gcc finds ld.lld on PATH or in a -B directory
   # (Debian's lld-19: target_link_options(<target> PRIVATE -B/usr/lib/llvm-19/bin)).
@@ -205,9 +219,40 @@ function(hottext_optimize target)
   endif()
 endfunction()
 
+# Sets `out` to -fbasic-block-sections=list=`clusters` for the languages clang compiles (a
+# generator expression each), and says which compilers have no basic-block sections.
+function(_hottext_cluster_flags where clusters out)
+  set(flags "")
+  foreach(lang C CXX)
+    set(id "${CMAKE_${lang}_COMPILER_ID}")
+    if(id STREQUAL "Clang")
+      list(APPEND flags
+           "$<$<COMPILE_LANG_AND_ID:${lang},Clang>:-fbasic-block-sections=list=${clusters}>")
+    elseif(id)
+      message(STATUS "hottext: ${where}: CLUSTERS not used for ${lang}: ${id} has no "
+                     "basic-block sections (clang has), so its hot functions stay whole")
+    endif()
+  endforeach()
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()
+
+# Recompiles `target`'s C and C++ sources when the cluster file `clusters` changes.
+function(_hottext_compile_depends target clusters)
+  get_target_property(sources ${target} SOURCES)
+  get_target_property(source_dir ${target} SOURCE_DIR)
+  list(FILTER sources INCLUDE REGEX "\\.(c|cc|cpp|cxx|C)$")
+  # Absolute, since the deferred call runs in the top-level directory.
+  list(TRANSFORM sources PREPEND "${source_dir}/" REGEX "^[^/]")
+  if(sources)
+    set_property(SOURCE ${sources} TARGET_DIRECTORY ${target}
+                 APPEND PROPERTY OBJECT_DEPENDS "${clusters}")
+  endif()
+endfunction()
+
 # The deferred half of hottext_optimize: compiles the static and object libraries that `named`
-# lists, or else those of this project that `target` links, with the flags, and says so.
-function(_hottext_compile_libraries where target named)
+# lists, or else those of this project that `target` links, with `flags`, and says so; with a
+# cluster file, their sources recompile when it changes.
+function(_hottext_compile_libraries where target named flags clusters)
   if(named)
     _hottext_named_libraries("${where}" libraries ${named})
     set(unfollowed "")
@@ -215,7 +260,10 @@ function(_hottext_compile_libraries where target named)
     _hottext_linked_libraries(${target} libraries unfollowed)
   endif()
   foreach(library IN LISTS libraries)
-    target_compile_options(${library} PRIVATE ${_HOTTEXT_COMPILE_FLAGS})
+    target_compile_options(${library} PRIVATE ${flags})
+    if(clusters)
+      _hottext_compile_depends(${library} "${clusters}")
+    endif()
   endforeach()
   list(JOIN _HOTTEXT_COMPILE_FLAGS " " flags)
   if(libraries)

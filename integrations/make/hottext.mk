@@ -29,6 +29,13 @@
 #   HOTTEXT_FETCH_ARGS  more `hottext fetch` options (--store URL, --min-matched FRACTION)
 #   HOTTEXT_RUNTIME     none | static | auto: link the huge-page runtime (none)
 #   HOTTEXT_RUNTIME_DIR the runtime's build/lib directory
+#   HOTTEXT_CLUSTERS    (set it, and CC, before the include) a cluster file for clang's
+#                       basic-block sections (`hottext order --format clang-bb-sections`):
+#                       when $(CC) is clang, HOTTEXT_CFLAGS gets
+#                       -fbasic-block-sections=list=FILE, which splits the blocks that never ran
+#                       out of the hot functions (gcc has no such option: a warning, and
+#                       the build goes on unsplit). Make the objects depend on it:
+#                       $(OBJS): $(HOTTEXT_COMPILE_DEPS)
 
 HOTTEXT ?= hottext
 HOTTEXT_LINKER ?= bfd
@@ -43,6 +50,15 @@ $(error hottext.mk: set HOTTEXT_META to the service's meta file before including
 endif
 
 HOTTEXT_CFLAGS := -ffunction-sections -fno-omit-frame-pointer
+HOTTEXT_CLUSTERS ?=
+HOTTEXT_COMPILE_DEPS = $(HOTTEXT_CLUSTERS)
+ifneq ($(HOTTEXT_CLUSTERS),)
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null)),)
+HOTTEXT_CFLAGS += -fbasic-block-sections=list=$(HOTTEXT_CLUSTERS)
+else
+$(warning hottext.mk: HOTTEXT_CLUSTERS is for clang; $(CC) has no basic-block sections, so the hot functions stay whole)
+endif
+endif
 # The meta file when it exists: a missing one is handled by --on-missing, not by make.
 HOTTEXT_DEPS = $(wildcard $(HOTTEXT_META))
 

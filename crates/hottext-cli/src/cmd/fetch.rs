@@ -32,24 +32,28 @@ use crate::output::{self, Report};
 ///
 /// BIN is the program linked without the ordering (the build links twice: once plain, once
 /// with the output of this command). Formats as for `hottext order`; gold-order and lld-order
-/// need --markers.
+/// need --markers. `clang-bb-sections` is the compile step's input, written before there is a
+/// binary: without --binary, the profile's functions are kept by their names as they are
+/// (clang passes over the names and block ids the sources no longer have).
 ///
 /// --on-missing fail (the default, as in the paper) exits with status 1 when the profile is
 /// missing, corrupt, names the wrong object or is stale, and writes nothing. --on-missing warn
 /// writes linker input with no hot functions instead, so the build goes on and makes a correct
 /// but unoptimised binary, and says so loudly.
 ///
-/// Example:
+/// Examples:
 ///   hottext fetch --meta hottext/server.meta --binary build/server.plain --format ld-script -o build/hot.ld
+///   hottext fetch --meta hottext/server.meta --format clang-bb-sections -o build/clusters.txt
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// The meta file in the service's repository.
     #[arg(long, value_name = "FILE")]
     meta: PathBuf,
-    /// The program as linked without the ordering, for its function names and code.
+    /// The program as linked without the ordering, for its function names and code (not
+    /// needed for clang-bb-sections, written before the compile step).
     #[arg(long, value_name = "BIN")]
-    binary: PathBuf,
+    binary: Option<PathBuf>,
     /// The linker input to write.
     #[arg(long, value_parser = format_parser(), default_value = "ld-script")]
     format: &'static Format,
@@ -101,7 +105,7 @@ struct Summary<'a> {
     padding: Option<PaddingPlan>,
     output: &'a PathBuf,
     #[serde(skip)]
-    binary: &'a Path,
+    binary: Option<&'a Path>,
 }
 
 /// docs/output.md's stream table rows of this verb: the stream its report declares.
@@ -122,15 +126,21 @@ impl Report for Summary<'_> {
             hottext::store::meta::time(f.meta.window_end),
             f.meta.binary_version
         )?;
-        writeln!(
-            out,
-            "{:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
-            100.0 * f.matched_fraction,
-            self.binary.display(),
-            100.0 * f.matched_by_name_fraction,
-            100.0 * f.matched_by_code_fraction,
-            f.unmatched
-        )?;
+        match self.binary {
+            Some(binary) => writeln!(
+                out,
+                "{:.1}% of its weight matches {} ({:.1}% by name, {:.1}% by code under a new name; {} functions gone)",
+                100.0 * f.matched_fraction,
+                binary.display(),
+                100.0 * f.matched_by_name_fraction,
+                100.0 * f.matched_by_code_fraction,
+                f.unmatched
+            )?,
+            None => writeln!(
+                out,
+                "no binary yet: every function kept under its profile name, unchecked"
+            )?,
+        }
         writeln!(
             out,
             "wrote {} ({} hot functions, {})",
@@ -152,8 +162,10 @@ impl Report for Summary<'_> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check_args(&args)?;
-    let binary = Binary::open(&args.binary).context("cannot fetch a profile for it")?;
-    let (fetched, problem) = fetch_profile(&args, &binary)?;
+    let binary = (args.binary.as_deref())
+        .map(|path| Binary::open(path).context("cannot fetch a profile for it"))
+        .transpose()?;
+    let (fetched, problem) = fetch_profile(&args, binary.as_ref())?;
     let mut params = Params::default();
     params.c3.merge_threshold = args.merge_threshold;
     let source = fetched
@@ -173,10 +185,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         placement: ScriptPlacement::default(),
         padding: args.pad_hot_range.into(),
         unsafe_names: UnsafeNames::LeaveOut,
-        binary: Some(&binary),
+        binary: binary.as_ref(),
         at: None,
         origin: source.as_deref().map_or(Origin::NoProfile, Origin::Profile),
         max_pages: 0,
+        min_block_share: link::DEFAULT_MIN_BLOCK_SHARE,
         progress: &|_| (),
     };
     let graph = fetched.as_ref().map_or(&empty, |f| &f.graph);
@@ -189,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     warn_unsafe_names(&written);
     write_output_file(&args.output, &written.bytes)?;
-    write_markers(args.markers.as_deref(), Some(&binary), written.markers)?;
+    write_markers(args.markers.as_deref(), binary.as_ref(), written.markers)?;
     let summary = Summary {
         optimised: fetched.is_some(),
         problem,
@@ -197,7 +210,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hot: written.hot_text,
         padding: written.padding,
         output: &args.output,
-        binary: &args.binary,
+        binary: args.binary.as_deref(),
     };
     output::emit(&summary, args.json.mode())
 }
@@ -215,10 +228,19 @@ fn check_args(args: &Args) -> anyhow::Result<()> {
             ("-o", Some(&args.output)),
             ("--markers", args.markers.as_deref()),
         ],
-        &[&args.meta, &args.binary],
+        &[Some(args.meta.as_path()), args.binary.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
     )?;
     if !args.format.writes_order() {
         bail!("fetch writes an order; for ranges or lld-cgprofile run `hottext order --format …` on the fetched profile");
+    }
+    if args.binary.is_none() && !args.format.splits_functions() {
+        bail!(
+            "--format {} needs --binary BIN, the program linked without the ordering: its names and code are what the profile is fitted to",
+            args.format.name
+        );
     }
     Ok(())
 }
@@ -226,7 +248,7 @@ fn check_args(args: &Args) -> anyhow::Result<()> {
 /// The profile fitted to `binary`; without one, under `--on-missing warn`, why not.
 fn fetch_profile(
     args: &Args,
-    binary: &Binary,
+    binary: Option<&Binary>,
 ) -> anyhow::Result<(Option<Fetched>, Option<String>)> {
     match fetch(&args.meta, args.store.as_deref(), binary, args.min_matched) {
         Ok(f) => Ok((Some(f), None)),

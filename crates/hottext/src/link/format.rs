@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use super::{EmitError, Entry, HotList, ScriptPlacement};
+use super::{Clusters, EmitError, Entry, HotList, ScriptPlacement};
 use crate::binary::{Binary, StatedAddr};
 use crate::graph::fit::Placement;
 use crate::graph::Graph;
@@ -40,6 +40,7 @@ impl Writer {
             needs_markers_object: true,
             places_individually: false,
             write,
+            splits: None,
         })
     }
 }
@@ -57,6 +58,9 @@ pub(crate) struct OrderWriter {
     /// object they come from.
     pub(crate) places_individually: bool,
     pub(crate) write: fn(&Laid, &mut dyn Write) -> io::Result<()>,
+    /// For a compiler input that splits the functions (clang's cluster file): what it splits,
+    /// for the report. Such a format lays out no range, so it has no padding or markers.
+    pub(crate) splits: Option<fn(&Laid) -> Clusters>,
 }
 
 /// The names a format can carry safely (see `check_symbol`).
@@ -68,15 +72,19 @@ pub(crate) enum Names {
     Symbols,
 }
 
-/// What an order's writer lays out. A format that says more about each function than its
-/// names (its basic blocks, say) adds the graph here, and `write` passes it.
+/// What an order's writer lays out.
 pub(crate) struct Laid<'a> {
+    /// The graph the list is of, for a format that says more about each function than its
+    /// names (its basic blocks).
+    pub(crate) graph: &'a Graph,
     /// The functions to place, in order, their names checked for the format.
     pub(crate) list: &'a HotList<'a>,
     /// Where the functions start and whether the range ends on a 2 MiB boundary.
     pub(crate) placement: ScriptPlacement,
     /// What produced the order, for a comment where the format has comments.
     pub(crate) origin: &'a str,
+    /// The cluster file's threshold ([`super::clang_bb_sections`]).
+    pub(crate) min_block_share: f64,
 }
 
 impl Laid<'_> {
@@ -113,6 +121,7 @@ pub static FORMATS: &[&Format] = &[
     &super::lld_order::FORMAT,
     &super::ranges::FORMAT,
     &super::call_graph_profile::FORMAT,
+    &super::clang_bb_sections::FORMAT,
 ];
 
 /// The format called `name` (as `--format` spells it).
@@ -125,6 +134,12 @@ impl Format {
     /// than the figures of a binary as it is placed.
     pub fn writes_order(&self) -> bool {
         matches!(self.writer, Writer::Order(_))
+    }
+
+    /// Whether it is a compiler input that splits functions rather than a layout of whole ones
+    /// (`clang-bb-sections`): it needs block counts to split anything.
+    pub fn splits_functions(&self) -> bool {
+        matches!(self.writer, Writer::Order(w) if w.splits.is_some())
     }
 
     /// Whether it can align functions and shift the range's start ([`super::Alignment`],

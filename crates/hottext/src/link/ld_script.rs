@@ -41,6 +41,7 @@ pub(crate) static FORMAT: Format = Format {
         needs_markers_object: false,
         places_individually: true,
         write: write_laid,
+        splits: None,
     }),
 };
 
@@ -127,7 +128,13 @@ fn write(
     if placement.pad_to_huge_page {
         writeln!(out, "    . = ALIGN({HUGE_PAGE:#x});")?;
     }
-    writeln!(out, "    {HOT_END} = .;\n  }}\n}}\nINSERT BEFORE .text;")
+    writeln!(out, "    {HOT_END} = .;\n  }}")?;
+    // The parts clang's basic-block sections split off (`.text.split.NAME`): together, right
+    // after the range, rather than spread through `.text` between the cold functions.
+    writeln!(
+        out,
+        "  .text.split : {{ *(.text.split .text.split.*) }}\n}}\nINSERT BEFORE .text;"
+    )
 }
 
 /// Scripts of fewer functions are formatted on one thread: a thread costs more than it saves.

@@ -14,6 +14,7 @@ pub(crate) static FORMAT: Format = Format {
         needs_markers_object: false,
         places_individually: false,
         write,
+        splits: None,
     }),
 };
 

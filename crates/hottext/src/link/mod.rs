@@ -25,6 +25,7 @@
 //! [`write()`] is the one call from a fitted profile to an output's bytes.
 
 mod call_graph_profile;
+mod clang_bb_sections;
 mod format;
 mod gold_order;
 mod hot_list;
@@ -37,6 +38,7 @@ mod planned;
 mod ranges;
 mod write;
 
+pub use clang_bb_sections::{Clusters, DEFAULT_MIN_BLOCK_SHARE};
 pub use format::{format, Format, FORMATS};
 pub use hot_list::{HotList, HotText, UnsafeNames};
 pub use ld_script::{Alignment, ScriptPlacement};
@@ -100,6 +102,11 @@ impl Entry<'_> {
         } else {
             &SECTION_PREFIXES[..SECTION_PREFIXES.len() - 1]
         }
+    }
+
+    /// The sections clang's basic-block sections split this function's cold blocks into.
+    fn split_sections(&self) -> impl Iterator<Item = String> + '_ {
+        self.symbols().map(|symbol| format!(".text.split.{symbol}"))
     }
 
     /// Input sections that can hold this function's symbols, each once.
@@ -297,10 +304,13 @@ pub(crate) fn emit_entries(
         split_cold: Vec::new(),
         unsafe_names: Vec::new(),
     };
+    let graph = crate::graph::Graph::default();
     let laid = Laid {
+        graph: &graph,
         list: &list,
         placement,
         origin,
+        min_block_share: DEFAULT_MIN_BLOCK_SHARE,
     };
     let format::Writer::Order(writer) = &format.writer else {
         panic!("{} writes no order", format.name);

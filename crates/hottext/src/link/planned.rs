@@ -95,7 +95,9 @@ pub fn read_plan(text: &str) -> Result<Plan, PlanError> {
         }
         name if name == gold_order::FORMAT.name => {
             let sections: Vec<(usize, &str)> = lines
-                .filter(|(_, l)| *l != START_SECTION && *l != END_SECTION)
+                // After the end marker come only the parts placed after the range.
+                .take_while(|(_, l)| *l != END_SECTION)
+                .filter(|(_, l)| *l != START_SECTION)
                 .collect();
             let plain: foldhash::HashSet<&str> = sections
                 .iter()

@@ -96,16 +96,29 @@ fn ld_script_brackets_the_sections_with_markers() {
         .unwrap();
     let end = s.find("__hot_end = .;").unwrap();
     assert!(start < f && f < g && g < end, "{s}");
+    let split = s
+        .find("  .text.split : { *(.text.split .text.split.*) }")
+        .unwrap();
+    assert!(
+        end < split,
+        "clang's split parts go right after the range: {s}"
+    );
     assert!(s.trim_end().ends_with("INSERT BEFORE .text;"));
 }
 
 #[test]
-fn order_files_name_the_marker_sections_first_and_last() {
+fn order_files_bracket_the_range_with_the_marker_sections() {
     let gold = render(&gold_order::FORMAT);
     let lines: Vec<&str> = gold.lines().collect();
     assert_eq!(lines.first(), Some(&START_SECTION));
-    assert_eq!(lines.last(), Some(&END_SECTION));
     assert!(lines.contains(&".text.f_alias"));
+    // After the range, only the parts clang's basic-block sections split off.
+    let end = lines.iter().position(|&l| l == END_SECTION).unwrap();
+    assert_eq!(
+        lines[end + 1..],
+        [".text.split.f", ".text.split.f_alias", ".text.split.g"]
+    );
+    assert_eq!(read_plan(&gold).unwrap().functions(), 3);
 
     let sym = render(&lld_order::FORMAT);
     assert_eq!(sym, "__hot_start\nf\nf_alias\ng\n__hot_end\n");

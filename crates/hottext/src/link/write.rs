@@ -7,7 +7,7 @@
 use super::format::{Format, Laid, OrderWriter, Placed, Writer};
 use super::hot_list::{hot_list, HotList, HotText, UnsafeNames};
 use super::padding::{plan_padding, Padding, PaddingPlan};
-use super::{emit, EmitError, ScriptPlacement};
+use super::{emit, Clusters, EmitError, ScriptPlacement};
 use crate::binary::{Binary, StatedAddr};
 use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
@@ -62,6 +62,9 @@ pub struct Request<'a> {
     pub origin: Origin<'a>,
     /// The ranges file's cap on 2 MiB pages, hottest first.
     pub max_pages: usize,
+    /// The cluster file's threshold: the share of its function's block samples a block needs
+    /// to stay in the hot part ([`super::DEFAULT_MIN_BLOCK_SHARE`]).
+    pub min_block_share: f64,
     /// Hears each algorithm's name before it runs.
     pub progress: &'a (dyn Fn(&str) + Sync),
 }
@@ -101,6 +104,8 @@ pub struct Written<'g> {
     /// With the ranges file: hot 2 MiB pages left out because the text does not hold them
     /// whole.
     pub partial_pages: usize,
+    /// With a compiler input that splits functions (`clang-bb-sections`): what it splits.
+    pub clusters: Option<Clusters>,
 }
 
 impl Written<'_> {
@@ -188,15 +193,20 @@ fn write_order<'g>(
         request.binary.map(Binary::code_bytes),
     );
     let laid = Laid {
+        graph,
         list: &list,
         placement: ScriptPlacement {
             pad_to_huge_page: padding.padded,
             ..request.placement
         },
         origin: &origin,
+        min_block_share: request.min_block_share,
     };
     let mut bytes = Vec::new();
     emit(writer, &laid, &mut bytes)?;
+    let clusters = writer.splits.map(|splits| splits(&laid));
+    // A compiler input lays out no range of its own: nothing to pad or mark.
+    let lays_out_range = clusters.is_none();
     Ok(Written {
         bytes,
         algorithm,
@@ -204,17 +214,18 @@ fn write_order<'g>(
         order,
         hot: Some(list),
         hot_text,
-        padding: Some(padding),
-        markers: Some(Markers {
+        padding: lays_out_range.then_some(padding),
+        markers: lays_out_range.then_some(Markers {
             needed: writer.needs_markers_object,
             pad_to_huge_page: padding.padded,
         }),
+        clusters,
         ..Written::default()
     })
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::graph::GraphBuilder;
     use crate::link::format;
@@ -229,7 +240,8 @@ mod tests {
         b.finish()
     }
 
-    fn request<'a>(name: &str, params: &'a Params) -> Request<'a> {
+    /// A request for the format `name`, ordered by `auto`, without a binary.
+    pub(in crate::link) fn request<'a>(name: &str, params: &'a Params) -> Request<'a> {
         Request {
             format: format(name).unwrap(),
             ordering: Ordering::Auto,
@@ -241,6 +253,7 @@ mod tests {
             at: None,
             origin: Origin::Profile("test"),
             max_pages: 8,
+            min_block_share: 0.0,
             progress: &|_| {},
         }
     }

@@ -174,10 +174,15 @@ fn resolve_store(store: &str, meta_path: &Path) -> String {
 
 /// Reads `meta_path`, fetches and checks its profile from `store` (default: the meta file's),
 /// and fits it to `binary`; refuses it if less than `min_matched` (0 to 1) of its weight matches.
+///
+/// Without a binary (a compiler input such as clang's cluster file, written before the compile
+/// step makes one), the profile stays as it is, every function under its profile name: there
+/// is nothing to match names or code against, and clang passes over the names and block ids
+/// its sources lack.
 pub fn fetch(
     meta_path: &Path,
     store: Option<&str>,
-    binary: &Binary,
+    binary: Option<&Binary>,
     min_matched: f64,
 ) -> Result<Fetched, FetchError> {
     if !meta_path.exists() {
@@ -218,6 +223,19 @@ pub fn fetch(
             });
         }
     }
+    let Some(binary) = binary else {
+        let total = profile.total_samples();
+        let matched = Matched {
+            total,
+            by_name: total,
+            ..Matched::default()
+        };
+        return Ok(Fetched {
+            meta,
+            graph: profile,
+            matched,
+        });
+    };
     let stale = |matched| FetchError::Stale {
         hash,
         binary: binary.path.clone(),

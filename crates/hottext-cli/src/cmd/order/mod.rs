@@ -41,6 +41,14 @@ use crate::output;
 /// (`0xSTART 0xEND` a line), for the runtime's LD_PRELOAD library (HOTTEXT_RANGES_FILE) on
 /// binaries that cannot be relinked.
 /// `lld-cgprofile` writes the call edges for lld to order by itself.
+/// `clang-bb-sections` writes no linker input: it writes the cluster file clang 19 reads at
+/// compile time, from a profile with block counts (a binary compiled with
+/// -fbasic-block-address-map): each hot function keeps the blocks that ran, with at least
+/// --min-block-share of its samples, and clang splits the rest into NAME.cold
+/// (.text.split.NAME), which every linker input leaves out of the hot range. Functions without
+/// block counts stay whole. Then compile with
+/// `clang -O2 -ffunction-sections -fbasic-block-sections=list=clusters.txt`, and order the same
+/// profile for the linker as usual.
 ///
 /// With --binary, the profile is fitted to the binary as `hottext fetch` fits it: functions are
 /// found by name or alias, and by a hash of their code where the name changed; those the binary
@@ -52,6 +60,7 @@ use crate::output;
 ///   hottext order server.profile --binary ./server --format ranges -o server.ranges --json
 ///   hottext order server.profile --binary ./server --format lld-order -o order.txt \
 ///       --markers hot_markers.o --pad-hot-range always
+///   hottext order server.profile --binary ./server --format clang-bb-sections -o clusters.txt
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -99,6 +108,10 @@ pub struct Args {
     /// __hot_end; gold-order and lld-order get it from the --markers object.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = PaddingArg::Auto)]
     pad_hot_range: PaddingArg,
+    /// clang-bb-sections: a block stays in its function's hot part when it has at least this
+    /// share (0 to 1) of the function's block samples; 0 keeps every block a sample hit.
+    #[arg(long, value_name = "SHARE", default_value_t = link::DEFAULT_MIN_BLOCK_SHARE)]
+    min_block_share: f64,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -119,6 +132,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => (profile, None, None),
     };
+    if args.format.splits_functions() && graph.blocks().is_empty() {
+        bail!(
+            "{} has no block counts, so a cluster file would split nothing: compile with clang -fbasic-block-address-map, record that build and profile it with --binary",
+            args.profile.display()
+        );
+    }
     let mut params = Params::default();
     params.c3.merge_threshold = args.merge_threshold;
     output::parameters("order", &params);
@@ -140,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         at: at.as_ref(),
         origin: Origin::Profile(&source),
         max_pages: args.max_huge_pages,
+        min_block_share: args.min_block_share,
         progress: &progress,
     };
     let written = link::write(&graph, &request).map_err(|e| with_profile_line(e, &args.profile))?;
@@ -165,6 +185,12 @@ fn check_args(args: &Args) -> anyhow::Result<()> {
         ],
         &inputs,
     )?;
+    if !(0.0..=1.0).contains(&args.min_block_share) {
+        bail!(
+            "--min-block-share {}: give a share of the function's block samples from 0 to 1 (0 keeps every block that ran)",
+            args.min_block_share
+        );
+    }
     // Only an order's placement is checked: the other formats place nothing.
     let placed_one_by_one = args.format.places_individually() || !args.format.writes_order();
     if args.align_cache_lines && !placed_one_by_one {

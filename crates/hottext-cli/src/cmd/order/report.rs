@@ -4,18 +4,21 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use hottext::binary::{StatedAddr, HUGE_PAGE};
+use hottext::demangle::readable;
 use hottext::graph::fit::Matched;
 use hottext::graph::Graph;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::{measure, Metrics};
 use hottext::layout::Params;
-use hottext::link::{Alignment, HotText, PaddingPlan, Request, Written};
+use hottext::link::{Alignment, Clusters, HotText, PaddingPlan, Request, Written};
+use hottext::listing::some_of;
 use serde::Serialize;
 
 use crate::output::{self, Mode, Report, Stream};
 
 /// The JSON document. `ranges` and `lld-cgprofile` write no order of ours: they have no
-/// algorithm, params or ordered figures, and `ranges` has its ranges.
+/// algorithm, params or ordered figures, and `ranges` has its ranges. `clang-bb-sections`, a
+/// compiler input, has none either: it has what it splits.
 #[derive(Serialize)]
 pub(super) struct Summary<'a> {
     format: &'static str,
@@ -44,6 +47,9 @@ pub(super) struct Summary<'a> {
     /// With `--algorithm auto`: every algorithm's modelled layout, the chosen one marked.
     #[serde(skip_serializing_if = "Option::is_none")]
     candidates: Option<Vec<Candidate>>,
+    /// With `clang-bb-sections`: what the cluster file splits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clusters: Option<Clusters>,
     /// Hot 2 MiB pages the ranges file leaves out (a warning, not part of the document).
     #[serde(skip)]
     partial_pages: usize,
@@ -63,15 +69,16 @@ impl<'a> Summary<'a> {
         written: &Written,
         matched: Option<&'a Matched>,
     ) -> Summary<'a> {
-        let writes_order = request.format.writes_order();
+        // A cluster file is ordered only to list the hot functions: its order means nothing.
+        let lays_out = request.format.writes_order() && !request.format.splits_functions();
         Summary {
             format: request.format.name,
-            algorithm: written.algorithm.map(|a| a.name),
-            params: writes_order.then_some(request.params),
-            alignment: writes_order.then_some(request.placement.alignment),
-            hot: writes_order.then_some(written.hot_text),
+            algorithm: written.algorithm.filter(|_| lays_out).map(|a| a.name),
+            params: lays_out.then_some(request.params),
+            alignment: lays_out.then_some(request.placement.alignment),
+            hot: lays_out.then_some(written.hot_text),
             matched,
-            ordered: written.ordered_metrics(graph),
+            ordered: written.ordered_metrics(graph).filter(|_| lays_out),
             current: request.at.map(|at| measure(graph, at)),
             padding: written.padding,
             ranges: written.ranges.as_ref().map(|ranges| {
@@ -80,7 +87,8 @@ impl<'a> Summary<'a> {
                     .map(|&(start, end)| Range { start, end })
                     .collect()
             }),
-            candidates: written.candidates.clone(),
+            candidates: written.candidates.clone().filter(|_| lays_out),
+            clusters: written.clusters.clone(),
             partial_pages: written.partial_pages,
         }
     }
@@ -98,6 +106,9 @@ impl Report for Summary<'_> {
     }
 
     fn finish(&self, _mode: Mode) -> anyhow::Result<ExitCode> {
+        if let Some(clusters) = &self.clusters {
+            warn_left_whole(clusters);
+        }
         if self.partial_pages > 0 {
             // The runtime maps no page that reaches past the text: these cannot be had
             // without relinking.
@@ -124,6 +135,9 @@ fn print_summary(s: &Summary, err: &mut dyn Write) -> anyhow::Result<()> {
             "hottext: {pages} hot 2 MiB pages in {} ranges",
             ranges.len()
         )?;
+    }
+    if let Some(clusters) = &s.clusters {
+        print_clusters(err, clusters)?;
     }
     let algorithm = s.algorithm.unwrap_or("?");
     if let (Some(hot), Some(ordered)) = (&s.hot, &s.ordered) {
@@ -229,4 +243,46 @@ fn print_candidates(err: &mut dyn Write, candidates: &[Candidate]) -> std::io::R
         )?;
     }
     Ok(())
+}
+
+/// What the cluster file splits, for a person.
+fn print_clusters(err: &mut dyn Write, c: &Clusters) -> std::io::Result<()> {
+    let share = if c.hot_bytes_before == 0 {
+        0.0
+    } else {
+        100.0 * c.hot_bytes_after as f64 / c.hot_bytes_before as f64
+    };
+    writeln!(
+        err,
+        "hottext: cluster file for {} functions: {} blocks kept in the hot parts, {} blocks that ran split out with every block no sample hit; {} hot functions without block counts stay whole",
+        c.functions, c.blocks_kept, c.sampled_blocks_split, c.without_blocks
+    )?;
+    writeln!(
+        err,
+        "hottext: hot code {} before, about {} after splitting ({share:.0} %; from the profile's block sizes, before the jumps clang adds)",
+        output::bytes(c.hot_bytes_before),
+        output::bytes(c.hot_bytes_after),
+    )
+}
+
+/// The functions that have block counts but stay whole, and why.
+fn warn_left_whole(c: &Clusters) {
+    let names = |list: &[String]| -> String {
+        let readable: Vec<_> = list.iter().map(|n| readable(n)).collect();
+        some_of(&readable)
+    };
+    if !c.stale.is_empty() {
+        output::warn(format!(
+            "{} functions have blocks past their end (the profile is from another build of them) and stay whole: {}",
+            c.stale.len(),
+            names(&c.stale)
+        ));
+    }
+    if !c.namesakes.is_empty() {
+        output::warn(format!(
+            "{} static functions share their name with another hot function and stay whole (clang's file names a function by its plain name, and stops on a name listed twice): {}",
+            c.namesakes.len(),
+            names(&c.namesakes)
+        ));
+    }
 }
