@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout bench-nginx clean
+.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout bench-nginx bench-blocks clean
 
 all: build runtime
 
@@ -79,6 +79,11 @@ bench-graph: build
 ## bench-graph-layout: the tail-call program's layout against BOLT 19's, simulated (~5 min).
 bench-graph-layout: build
 	bash bench/graph/layout.sh
+
+## bench-blocks: clang builds of PostgreSQL and the demo: function order, order + split, BOLT 19
+## (function order and full), lld's CDSort, from one recording; simulated misses (issue 36, ~1 h).
+bench-blocks: build
+	bash bench/blocks/run.sh
 
 clean:
 	$(CARGO) clean

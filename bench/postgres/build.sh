@@ -3,10 +3,14 @@
 # -O2 -ffunction-sections -fno-omit-frame-pointer, keeping the object files so that the
 # `postgres` binary can be relinked with other link flags (see relink() in run.sh).
 #
-# Environment: BENCH_DIR (work directory, default /tmp/hottext-pg), EXTRA_CFLAGS (appended to
-# the compiler flags at configure time, e.g. to measure code-alignment flags in a second BENCH_DIR).
+# Environment: BENCH_DIR (work directory, default /tmp/hottext-pg), CC (the compiler, default
+# gcc; read by configure, so it holds for the tree's lifetime: a different compiler needs a
+# second BENCH_DIR, e.g. BENCH_DIR=/tmp/hottext-pg-clang CC=clang-19), EXTRA_CFLAGS (appended to
+# the compiler flags at configure time, e.g. to measure code-alignment flags in a second BENCH_DIR,
+# or -fbasic-block-address-map for bench/blocks).
 # Output: $BENCH_DIR/src (the source tree, built), $BENCH_DIR/inst (make install prefix),
-#         $BENCH_DIR/build.log, $BENCH_DIR/build-seconds.
+#         $BENCH_DIR/build.log, $BENCH_DIR/build-seconds, $BENCH_DIR/compiler.txt (the compiler
+#         and flags configure settled on, for the benchmarks' tables).
 set -euo pipefail
 # PostgreSQL builds its generated headers (lwlocknames.h, ...) only in a top-level make
 # (MAKELEVEL 0); under `make bench-postgres` this script is a sub-make's child, so forget that.
@@ -27,12 +31,15 @@ start=$SECONDS
 fresh=0
 if [ ! -f config.status ]; then
     fresh=1
-    ./configure --prefix="$dir/inst" --without-icu --without-readline --without-zlib \
+    CC=${CC:-gcc} ./configure --prefix="$dir/inst" --without-icu --without-readline --without-zlib \
         --without-openssl --without-ldap --without-gssapi --without-systemd --without-llvm \
         CFLAGS="-O2 -ffunction-sections -fno-omit-frame-pointer ${EXTRA_CFLAGS:-}" \
         LDFLAGS="-Wl,--emit-relocs" >"$dir/build.log" 2>&1 ||
         { tail -30 "$dir/build.log"; exit 1; }
 fi
+# What compiled this tree (configure's choice, so also right for a tree configured earlier).
+{ sed -n 's/^CC = //p' src/Makefile.global | xargs -I{} sh -c '{} --version | head -1'
+  sed -n 's/^CFLAGS = .*\(-O[0-9s].*\)$/\1/p' src/Makefile.global; } >"$dir/compiler.txt"
 # Debian's patch points the server's module directory at the system's
 # /usr/lib/postgresql/15/lib; keep this build's modules (plpgsql, pg_prewarm) in its own prefix
 # so that installing it never overwrites the files of an installed postgresql-15 package.

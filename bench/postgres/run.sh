@@ -227,8 +227,10 @@ for c in $configs; do
                 # ExecInterpExpr (computed gotos) stops BOLT 19 here, with either option set and
                 # depending on the profile: "unable to get new address corresponding to input
                 # address ... Consider adding this function to --skip-funcs"; so both skip it.
+                # The flags BOLT's docs recommend (-split-eh moves C++ landing pads: none in C,
+                # kept so that the command is theirs), with cdsort as in bolt-fn, and -hugify.
                 bolt bolt-full -reorder-functions=cdsort -reorder-blocks=ext-tsp -split-functions \
-                    -split-all-cold -hugify -skip-funcs=ExecInterpExpr/1
+                    -split-all-cold -split-eh -hugify -skip-funcs=ExecInterpExpr/1
             fi
             ;;
         *) echo "bench-postgres: unknown configuration $c" >&2; exit 2 ;;

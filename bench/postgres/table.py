@@ -25,7 +25,7 @@ WHAT = {
     "c3-huge": "C3 + `-lhottext_auto` (huge pages at start)",
     "whole-huge": "default build, whole text on huge pages (LD_PRELOAD, HOTTEXT_WHOLE_TEXT=1)",
     "bolt-fn": "BOLT 19 `-reorder-functions=cdsort` (perf2bolt -nl)",
-    "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split + `-hugify`",
+    "bolt-full": "BOLT 19 cdsort + ext-tsp blocks + split (docs' flags) + `-hugify`",
     "cdsort": "hottext `--algorithm cdsort` (ld script)",
     "cdsort-lines": "hottext cdsort, `--align-cache-lines`",
     "cdsort-align32": "hottext cdsort, 64 B aligned where it costs at most 32 B (BOLT's rule)",
