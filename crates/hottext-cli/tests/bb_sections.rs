@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use clang_split::{clang, link, profile_and_cluster, symbol, PROGRAM};
+use clang_split::{clang, link, order_to, profile_and_cluster, symbol, PROGRAM};
 use common::{hottext, run, stderr, stdout, write};
 use hottext::binary::{symbol_of, Binary};
 use hottext::graph::Graph;
@@ -89,22 +89,14 @@ fn hot_parts_sit_in_the_hot_range_and_split_parts_after_it_with_every_linker() {
         ),
     ];
     for (linker, format, flags) in linkers {
-        let o = hottext(
-            &[
-                "order",
-                "p.profile",
-                "--binary",
-                "base",
-                "--format",
-                format,
-                "-o",
-                "hot.input",
-                "--markers",
-                "markers.o",
-            ],
+        order_to(
             dir,
+            "p.profile",
+            "base",
+            format,
+            "hot.input",
+            &["--markers", "markers.o"],
         );
-        assert!(o.status.success(), "{linker}: {}", stderr(&o));
         link(dir, &["p.o"], &flags, "out");
         assert_eq!(
             stdout(&run("./out", &[], dir)),

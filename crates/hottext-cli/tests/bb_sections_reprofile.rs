@@ -6,8 +6,8 @@
 mod clang_split;
 mod common;
 
-use clang_split::{clang, link, profile_and_cluster, symbol, PROGRAM, ROUNDS_PER_SECOND};
-use common::{hottext, perf_record, profile_json, record_until_enough, run, stderr, stdout};
+use clang_split::{clang, link, order_to, profile_and_cluster, symbol, PROGRAM, ROUNDS_PER_SECOND};
+use common::{perf_record, profile_json, record_until_enough, run, stdout};
 
 /// The ids of the `c` line of `function` in a cluster file.
 fn cluster_of(file: &str, function: &str) -> Vec<u32> {
@@ -28,20 +28,7 @@ fn a_block_that_became_hot_in_the_split_off_part_is_kept_by_the_next_cluster_fil
     clang(dir, "p", PROGRAM, &["-fbasic-block-address-map"]);
     link(dir, &["p.o"], &[], "base");
     let first = profile_and_cluster(dir);
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            "ld-script",
-            "-o",
-            "hot.ld",
-        ],
-        dir,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    order_to(dir, "p.profile", "base", "ld-script", "hot.ld", &[]);
     // The split build, with its block map, so that it can be profiled in turn.
     clang(
         dir,
@@ -78,20 +65,14 @@ fn a_block_that_became_hot_in_the_split_off_part_is_kept_by_the_next_cluster_fil
         cold_ids.iter().all(|id| !before.contains(id)),
         "step.cold holds only blocks the first file split out: {cold_ids:?} of {before:?}"
     );
-    let o = hottext(
-        &[
-            "order",
-            "split.profile",
-            "--binary",
-            "split",
-            "--format",
-            "clang-bb-sections",
-            "-o",
-            "clusters2.txt",
-        ],
+    order_to(
         dir,
+        "split.profile",
+        "split",
+        "clang-bb-sections",
+        "clusters2.txt",
+        &[],
     );
-    assert!(o.status.success(), "{}", stderr(&o));
     let second = std::fs::read_to_string(dir.join("clusters2.txt")).unwrap();
     let after = cluster_of(&second, "step");
     assert!(
@@ -101,20 +82,7 @@ fn a_block_that_became_hot_in_the_split_off_part_is_kept_by_the_next_cluster_fil
     assert!(!second.contains("f step.cold"), "{second}");
 
     // The part is never placed in the hot range, whatever call edge reaches it.
-    let o = hottext(
-        &[
-            "order",
-            "split.profile",
-            "--binary",
-            "split",
-            "--format",
-            "ld-script",
-            "-o",
-            "hot2.ld",
-        ],
-        dir,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    order_to(dir, "split.profile", "split", "ld-script", "hot2.ld", &[]);
     let script = std::fs::read_to_string(dir.join("hot2.ld")).unwrap();
     assert!(!script.contains("step.cold"), "{script}");
 

@@ -82,21 +82,14 @@ pub fn profile_and_cluster(dir: &Path) -> String {
         assert!(profile.starts_with("# hottext profile v4\n"), "{profile}");
         Ok(())
     });
-    let o = hottext(
-        &[
-            "order",
-            "p.profile",
-            "--binary",
-            "base",
-            "--format",
-            "clang-bb-sections",
-            "-o",
-            "clusters.txt",
-            "--json",
-        ],
+    let o = order_to(
         dir,
+        "p.profile",
+        "base",
+        "clang-bb-sections",
+        "clusters.txt",
+        &["--json"],
     );
-    assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let split = &report["clusters"];
     assert!(
@@ -106,6 +99,29 @@ pub fn profile_and_cluster(dir: &Path) -> String {
     );
     assert!(report.get("padding").is_none(), "{report:#}");
     std::fs::read_to_string(dir.join("clusters.txt")).unwrap()
+}
+
+/// `hottext order PROFILE --binary BINARY --format FORMAT -o OUT EXTRA…` in `dir`, which must
+/// succeed; its output (stdout has the JSON document with `--json`).
+pub fn order_to(
+    dir: &Path,
+    profile: &str,
+    binary: &str,
+    format: &str,
+    out: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "order", profile, "--binary", binary, "--format", format, "-o", out,
+    ];
+    args.extend_from_slice(extra);
+    let o = hottext(&args, dir);
+    assert!(
+        o.status.success(),
+        "order --format {format}: {}",
+        stderr(&o)
+    );
+    o
 }
 
 /// The stated address of the symbol `name` in `binary`, by nm: clang's `.cold` symbols are
