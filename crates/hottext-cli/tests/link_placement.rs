@@ -6,8 +6,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{hottext, lld_dir, order_for_base as order, run, stderr, stdout, write};
+use common::{hottext, json, lld_dir, order_for_base as order, run, stderr, stdout, write};
 use hottext::binary::Binary;
+use hottext::graph::{FuncId, Graph};
+use hottext::layout::metrics::place_as_linked;
+use hottext::link::{Alignment, ScriptPlacement};
 
 /// Compiles `files` (name, C source) with -ffunction-sections and links them as `base`.
 fn build(dir: &Path, files: &[(&str, &str)]) {
@@ -192,16 +195,7 @@ const ALIGN_PROGRAM: &str = "#include <stdio.h>\n\
 /// for at most 32 bytes of padding: checked on every function of the linked hot range.
 fn check_cache_line_rule(linker: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    build(dir.path(), &[("p.c", ALIGN_PROGRAM)]);
-    let base = Binary::open(&dir.path().join("base")).unwrap();
-    // The profile's sizes are the binary's, as `hottext profile` writes them.
-    let mut profile = String::from("# hottext profile v1\n");
-    for name in ["main", "f1", "f2", "f3", "f4"] {
-        let (a, b) = function(&base, name);
-        profile += &format!("fn {name} {} 10\n", b - a);
-    }
-    profile += "call main f1 9\ncall main f2 8\ncall main f3 7\ncall main f4 6\n";
-    write(dir.path(), "p.profile", &profile);
+    align_program_profile(dir.path());
     order(dir.path(), "ld-script", "hot.ld", &["--align-cache-lines"]);
     let mut args = vec!["p.o", "-Wl,-T,hot.ld", "-o", "out"];
     args.extend_from_slice(linker);
@@ -243,6 +237,125 @@ fn check_cache_line_rule(linker: &[&str]) {
         aligned > 0,
         "no function needed aligning: the test program no longer tests the rule"
     );
+    let placement = ScriptPlacement {
+        alignment: Alignment::CACHE_LINES,
+        ..ScriptPlacement::default()
+    };
+    assert_placed_as_modelled(dir.path(), &bin, placement);
+}
+
+/// [`ALIGN_PROGRAM`] built as `base`, and its p.profile: every function sampled, with the
+/// binary's sizes, as `hottext profile` writes them.
+fn align_program_profile(dir: &Path) {
+    build(dir, &[("p.c", ALIGN_PROGRAM)]);
+    let base = Binary::open(&dir.join("base")).unwrap();
+    let mut profile = String::from("# hottext profile v1\n");
+    for name in ["main", "f1", "f2", "f3", "f4"] {
+        let (a, b) = function(&base, name);
+        profile += &format!("fn {name} {} 10\n", b - a);
+    }
+    profile += "call main f1 9\ncall main f2 8\ncall main f3 7\ncall main f4 6\n";
+    write(dir, "p.profile", &profile);
+}
+
+/// Every hot function of the linked `bin` sits where `auto`'s model of the layout
+/// (`place_as_linked` of p.profile, in the linked order) put it, counted from `__hot_start`.
+fn assert_placed_as_modelled(dir: &Path, bin: &Binary, placement: ScriptPlacement) {
+    let text = std::fs::read_to_string(dir.join("p.profile")).unwrap();
+    let graph = Graph::read(text.as_bytes()).unwrap();
+    let (start, end) = bin.hot_range().unwrap();
+    let mut hot: Vec<_> = bin
+        .functions
+        .iter()
+        .filter(|f| f.start >= start && f.end() <= end)
+        .collect();
+    hot.sort_by_key(|f| f.start);
+    let id = |name: &str| {
+        let i = graph.funcs().iter().position(|f| f.name == name);
+        FuncId::from_index(i.unwrap_or_else(|| panic!("{name} not in the profile")))
+    };
+    let order: Vec<FuncId> = hot.iter().map(|f| id(&f.name)).collect();
+    let modelled = place_as_linked(&graph, &order, &placement);
+    for (f, &i) in hot.iter().zip(&order) {
+        let at = modelled[i.index()].unwrap().0;
+        assert_eq!(f.start.0 - start.0, at, "{} under {placement:?}", f.name);
+    }
+}
+
+#[test]
+fn auto_reports_each_placement_and_links_the_one_it_chose_where_its_model_put_it() {
+    let dir = tempfile::tempdir().unwrap();
+    align_program_profile(dir.path());
+    let args = [
+        "order",
+        "p.profile",
+        "--binary",
+        "base",
+        "--format",
+        "ld-script",
+    ];
+    let o = hottext(
+        &[&args[..], &["-o", "hot.ld", "--json"]].concat(),
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json(&o);
+    let placements = doc["placements"].as_array().unwrap();
+    assert_eq!(placements.len(), 8, "{doc}");
+    let chosen: Vec<_> = placements.iter().filter(|p| p["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1, "{doc}");
+    assert_eq!(chosen[0]["alignment"], doc["alignment"], "{doc}");
+    assert_eq!(chosen[0]["start_padding"], doc["hot_offset"], "{doc}");
+    assert_eq!(
+        chosen[0]["icache_overflow"],
+        doc["ordered"]["icache_overflow"]
+    );
+    // Five small functions fill no set: nothing pays, and the script is the one a fixed
+    // placement writes.
+    assert_eq!(doc["alignment"]["rule"], "as-compiled", "{doc}");
+    assert_eq!(doc["hot_offset"], 0, "{doc}");
+    let algorithm = doc["algorithm"].as_str().unwrap();
+    let fixed = ["--algorithm", algorithm, "-o", "fixed.ld"];
+    let o = hottext(&[&args[..], &fixed].concat(), dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = |name| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let body = |s: String| s.lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(script("hot.ld")), body(script("fixed.ld")));
+
+    run("gcc", &["p.o", "-Wl,-T,hot.ld", "-o", "out"], dir.path());
+    let bin = Binary::open(&dir.path().join("out")).unwrap();
+    assert_placed_as_modelled(dir.path(), &bin, ScriptPlacement::default());
+    // A padding that moves functions within their lines is linked where the model puts it.
+    let padded = [
+        "--algorithm",
+        algorithm,
+        "--hot-offset",
+        "32",
+        "-o",
+        "pad.ld",
+    ];
+    let o = hottext(&[&args[..], &padded].concat(), dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    run("gcc", &["p.o", "-Wl,-T,pad.ld", "-o", "pad"], dir.path());
+    let bin = Binary::open(&dir.path().join("pad")).unwrap();
+    let placement = ScriptPlacement {
+        hot_offset: 32,
+        ..ScriptPlacement::default()
+    };
+    assert_placed_as_modelled(dir.path(), &bin, placement);
+    // A placement the user fixes is kept: `auto` then chooses only the algorithm.
+    let o = hottext(
+        &[
+            &args[..],
+            &["--hot-offset", "48", "-o", "fixed48.ld", "--json"],
+        ]
+        .concat(),
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json(&o);
+    assert!(doc["placements"].is_null(), "{doc}");
+    assert_eq!(doc["hot_offset"], 48, "{doc}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use crate::binary::Binary;
 use crate::graph::Graph;
 use crate::layout::{self, Params, ALGORITHMS};
-use crate::link::{self, Ordering, Origin, Request, ScriptPlacement, UnsafeNames, FORMATS};
+use crate::link::{self, Ordering, Origin, Request, UnsafeNames, FORMATS};
 use crate::pipeline::config::Config;
 use crate::profile::ProfileError;
 use crate::store::meta::Meta;
@@ -41,7 +41,7 @@ pub fn profile(data: &[u8]) -> bool {
                     format,
                     ordering: Ordering::With(algorithm),
                     params: &Params::default(),
-                    placement: ScriptPlacement::default(),
+                    placement: None,
                     padding: link::Padding::Auto,
                     unsafe_names: UnsafeNames::Refuse,
                     binary: None,

@@ -10,8 +10,7 @@ use hottext::binary::Binary;
 use hottext::graph::Graph;
 use hottext::layout::Params;
 use hottext::link::{
-    self, Format, HotText, Ordering, Origin, PaddingPlan, Request, ScriptPlacement, UnsafeNames,
-    Written,
+    self, Format, HotText, Ordering, Origin, PaddingPlan, Request, UnsafeNames, Written,
 };
 use hottext::listing::some_of;
 use hottext::pipeline::fetch::{fetch, FetchError, FetchSummary, Fetched};
@@ -182,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         format: args.format,
         ordering: Ordering::Auto,
         params: &params,
-        placement: ScriptPlacement::default(),
+        placement: None,
         padding: args.pad_hot_range.into(),
         unsafe_names: UnsafeNames::LeaveOut,
         binary: binary.as_ref(),

@@ -21,7 +21,7 @@ pub fn candidates() -> impl Iterator<Item = &'static Algorithm> {
 }
 
 /// Scores closer than this (relative) count as equal.
-const TIE: f64 = 0.01;
+pub(super) const TIE: f64 = 0.01;
 
 /// One algorithm's layout, modelled.
 #[derive(Debug, Clone, Serialize)]

@@ -11,27 +11,52 @@
 
 use serde::Serialize;
 
+use super::cache_sets::set_conflicts;
+use super::heat::{block_mass, Run};
 use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
 use crate::caches::L1I;
 use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
+use crate::link::ScriptPlacement;
 
 /// The alignment GCC and Clang give a function at -O2 on x86-64, which a linker keeps.
 pub const COMPILED_ALIGNMENT: u64 = 16;
+
+/// Functions back to back from `placement.hot_offset` after address 0 (the 2 MiB-aligned
+/// `__hot_start`), each where the linker puts it under `placement.alignment`
+/// ([`crate::link::Alignment::start`]): the layout an ld script with this placement links, which `auto`'s
+/// cache-set model scores.
+pub fn place_as_linked(graph: &Graph, order: &[FuncId], placement: &ScriptPlacement) -> Placement {
+    place(graph, order, placement.hot_offset, |next, size| {
+        placement.alignment.start(next, size)
+    })
+}
 
 /// Functions back to back from address 0 (which stands for the 2 MiB-aligned `__hot_start`),
 /// each at the next multiple of `alignment` ([`COMPILED_ALIGNMENT`] for what a linker does, 1
 /// for the hfsort paper's examples).
 pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placement {
+    place(graph, order, 0, |next, _| {
+        next.checked_next_multiple_of(alignment.max(1))
+            .unwrap_or(next)
+    })
+}
+
+/// Functions in `order` from `first`, each at `start(end of the previous one, its size)`.
+fn place(
+    graph: &Graph,
+    order: &[FuncId],
+    first: u64,
+    start: impl Fn(u64, u64) -> u64,
+) -> Placement {
     let mut at = vec![None; graph.funcs().len()];
-    let mut next = 0u64;
+    let mut next = first;
     for &f in order {
-        // Sizes come from a profile, which may claim anything: saturate rather than wrap.
-        next = next
-            .checked_next_multiple_of(alignment.max(1))
-            .unwrap_or(next);
+        let size = graph.funcs()[f].size;
+        next = start(next, size);
         at[f.index()] = Some(StatedAddr(next));
-        next = next.saturating_add(graph.funcs()[f].size);
+        // Sizes come from a profile, which may claim anything: saturate rather than wrap.
+        next = next.saturating_add(size);
     }
     at
 }
@@ -62,8 +87,9 @@ pub struct Metrics {
     /// Call weight left out because the layout lacks caller or callee.
     pub unplaced_call_weight: u64,
     /// Share of the samples that the L1i of [`L1I`] (32 KiB, 8-way, 64 B lines) cannot hold at
-    /// once: each function's samples spread evenly over its bytes, each set keeps its `ways`
-    /// hottest lines, the rest counts. Layouts that put hot code in the same sets score worse.
+    /// once ([`super::cache_sets`]): samples by sampled basic block where the profile has them,
+    /// else spread evenly over each function's bytes; each set keeps its `ways` hottest lines,
+    /// the rest counts. Layouts that put hot code in the same sets score worse.
     pub icache_overflow: f64,
 }
 
@@ -81,30 +107,8 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         }
     }
 
-    let (mut total, mut d64, mut d4k, mut d2m, mut distance, mut unplaced) =
-        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-    for j in graph.jumps() {
-        let (Some(StatedAddr(from)), Some(StatedAddr(to))) =
-            (at[j.caller.index()], at[j.callee.index()])
-        else {
-            unplaced += j.weight;
-            continue;
-        };
-        let (site, weight) = (from + j.offset, j.weight);
-        let d = site.abs_diff(to);
-        total += weight;
-        distance = distance.saturating_add(weight.saturating_mul(d));
-        d64 += if d < 64 { weight } else { 0 };
-        d4k += if site / 4096 == to / 4096 { weight } else { 0 };
-        d2m += if d < HUGE_PAGE { weight } else { 0 };
-    }
-    let share = |x: u64| {
-        if total == 0 {
-            0.0
-        } else {
-            x as f64 / total as f64
-        }
-    };
+    let calls = Calls::of(graph, at);
+    let share = |x: u64| calls.share(x);
 
     Metrics {
         sampled_functions,
@@ -112,52 +116,61 @@ pub fn measure(graph: &Graph, at: &Placement) -> Metrics {
         sampled_span_bytes: hi.saturating_sub(lo),
         pages_4k_99: pages_for_99(graph, at, 4096),
         pages_2m_99: pages_for_99(graph, at, HUGE_PAGE),
-        calls_within_64b: share(d64),
-        calls_within_4k: share(d4k),
-        calls_within_2m: share(d2m),
-        weighted_call_distance: distance,
-        unplaced_call_weight: unplaced,
-        icache_overflow: icache_overflow(graph, at),
+        calls_within_64b: share(calls.within_64b),
+        calls_within_4k: share(calls.within_4k),
+        calls_within_2m: share(calls.within_2m),
+        weighted_call_distance: calls.distance,
+        unplaced_call_weight: calls.unplaced,
+        icache_overflow: set_conflicts(graph, at, L1I).share(),
     }
 }
 
-/// See [`Metrics::icache_overflow`]. A line wholly inside one function holds only that
-/// function's samples, so a function's interior lines are counted per set as one run of equal
-/// lines rather than one by one: the work is bounded by the number of sets per function, not by
-/// its size (a profile may claim any size). Symbols that overlap (some rewritten binaries have
-/// them) count as separate lines there; on BOLT's PostgreSQL that moved the figure by 0.5 %.
-pub(super) fn icache_overflow(graph: &Graph, at: &Placement) -> f64 {
-    let (sets, ways, line) = (L1I.sets(), L1I.ways, L1I.line);
-    let mass = block_mass(graph, at, line);
-    if mass.total == 0.0 {
-        return 0.0;
+/// The call weight of a layout by how far the calls jump, summed over the profile's calls.
+#[derive(Default)]
+pub(super) struct Calls {
+    /// The weight of the calls whose caller and callee are both placed.
+    pub total: u64,
+    /// Jumping less than 64 B.
+    pub within_64b: u64,
+    /// On the call site's own 4 KiB page.
+    pub within_4k: u64,
+    /// Jumping less than 2 MiB.
+    pub within_2m: u64,
+    /// Weight × distance in bytes.
+    pub distance: u64,
+    /// The weight of the calls whose caller or callee the layout lacks.
+    pub unplaced: u64,
+}
+
+impl Calls {
+    pub(super) fn of(graph: &Graph, at: &Placement) -> Calls {
+        let mut c = Calls::default();
+        for j in graph.jumps() {
+            let (Some(StatedAddr(from)), Some(StatedAddr(to))) =
+                (at[j.caller.index()], at[j.callee.index()])
+            else {
+                c.unplaced += j.weight;
+                continue;
+            };
+            let (site, weight) = (from + j.offset, j.weight);
+            let d = site.abs_diff(to);
+            c.total += weight;
+            c.distance = c.distance.saturating_add(weight.saturating_mul(d));
+            c.within_64b += if d < 64 { weight } else { 0 };
+            c.within_4k += if site / 4096 == to / 4096 { weight } else { 0 };
+            c.within_2m += if d < HUGE_PAGE { weight } else { 0 };
+        }
+        c
     }
-    // Per set: (samples on one line, how many such lines).
-    let mut by_set: Vec<Vec<(f64, u64)>> = vec![Vec::new(); sets as usize];
-    for (l, m) in mass.shared {
-        by_set[(l % sets) as usize].push((m, 1));
-    }
-    for run in mass.runs {
-        for k in 0..run.count.min(sets) {
-            let set = (run.first + k) % sets;
-            let count = run.count / sets + u64::from(k < run.count % sets);
-            by_set[set as usize].push((run.mass, count));
+
+    /// `weight` as a share of the placed calls' (0 without any).
+    pub(super) fn share(&self, weight: u64) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            weight as f64 / self.total as f64
         }
     }
-    let overflow: f64 = by_set
-        .into_iter()
-        .map(|mut lines| {
-            lines.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let (mut room, mut over) = (ways, 0.0);
-            for (mass, count) in lines {
-                let kept = count.min(room);
-                room -= kept;
-                over += mass * (count - kept) as f64;
-            }
-            over
-        })
-        .sum();
-    overflow / mass.total
 }
 
 /// How many pages of `page` bytes hold 99 % of the samples.
@@ -219,59 +232,6 @@ pub fn samples_by_block(graph: &Graph, at: &Placement, block: u64) -> Vec<(u64, 
     let mut blocks: Vec<(u64, f64)> = blocks.into_iter().collect();
     blocks.sort_unstable_by_key(|&(b, _)| b);
     blocks
-}
-
-/// Equal blocks in a row, all inside one function.
-struct Run {
-    first: u64,
-    count: u64,
-    /// Samples on each block.
-    mass: f64,
-}
-
-/// A layout's samples by blocks of `block` bytes (pages or cache lines, numbered address /
-/// block), each function's samples spread evenly over its bytes. A block wholly inside one
-/// function holds only its samples, so those come as one [`Run`] per function, and the work is
-/// bounded by the number of functions, not by the sizes a profile claims. (Symbols that overlap,
-/// as in some rewritten binaries, count as separate blocks there.)
-struct BlockMass {
-    /// Blocks a function shares with its neighbours (its first and last), summed.
-    shared: foldhash::HashMap<u64, f64>,
-    runs: Vec<Run>,
-    total: f64,
-}
-
-fn block_mass(graph: &Graph, at: &Placement, block: u64) -> BlockMass {
-    let mut mass = BlockMass {
-        shared: Default::default(),
-        runs: Vec::new(),
-        total: 0.0,
-    };
-    for (f, start) in graph.funcs().iter().zip(at) {
-        let (Some(StatedAddr(start)), true) = (*start, f.samples > 0) else {
-            continue;
-        };
-        let size = f.size.max(1);
-        let end = start.saturating_add(size);
-        let per_byte = f.samples as f64 / size as f64;
-        mass.total += f.samples as f64;
-        let (first, last) = (start / block, (end - 1) / block);
-        let part = |b: u64| {
-            (end.min((b + 1).saturating_mul(block)) - start.max(b * block)) as f64 * per_byte
-        };
-        *mass.shared.entry(first).or_default() += part(first);
-        if last > first {
-            *mass.shared.entry(last).or_default() += part(last);
-        }
-        if last > first + 1 {
-            mass.runs.push(Run {
-                first: first + 1,
-                count: last - first - 1,
-                mass: per_byte * block as f64,
-            });
-        }
-    }
-    mass
 }
 
 /// What [`hot_ranges`] found.

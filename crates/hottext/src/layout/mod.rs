@@ -5,11 +5,14 @@
 
 pub mod auto;
 mod c3;
+pub mod cache_sets;
 mod cdsort;
 mod edge_lists;
+mod heat;
 pub mod metrics;
 mod pair_index;
 mod pettis_hansen;
+pub mod placement;
 mod queue;
 
 use serde::Serialize;

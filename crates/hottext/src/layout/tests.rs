@@ -317,7 +317,8 @@ fn icache_overflow_of_a_huge_function_takes_no_time() {
     // A profile may claim any size: 1 TB is 16 G lines, which the model must not visit.
     let g = graph(&[("huge", 1 << 40, 90), ("small", 64, 10)], &[]);
     let started = std::time::Instant::now();
-    let overflow = super::metrics::icache_overflow(&g, &place_in_order(&g, &ids([0, 1]), 1));
+    let at = place_in_order(&g, &ids([0, 1]), 1);
+    let overflow = super::cache_sets::set_conflicts(&g, &at, crate::caches::L1I).share();
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
     // Each set keeps 8 of its 2^28 equal lines of `huge`, and `small`'s hotter line.
     assert!(overflow > 0.89 && overflow < 0.9, "{overflow}");

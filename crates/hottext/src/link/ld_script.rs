@@ -18,10 +18,11 @@
 //!   2 MiB aligned, so offsets within it have the same alignment as addresses. On PostgreSQL
 //!   this rule saved more i-cache misses than BOLT's "align whenever the padding is at most
 //!   32 B" on the same order (bench/RESULTS.md).
-//! - **A shifted start, for measurement** ([`ScriptPlacement::hot_offset`]). Padding between
-//!   `__hot_start` and the first function moves the whole layout against the rest of the code
-//!   by a multiple of 64 B, which changes only which i-cache lines collide by chance; binaries
-//!   linked at several offsets let `ab --simulate --offsets` tell a layout's effect from luck.
+//! - **A shifted start** ([`ScriptPlacement::hot_offset`]). Padding between `__hot_start` and
+//!   the first function by a multiple of 64 B moves the whole layout against the rest of the
+//!   code, which changes only which i-cache lines collide by chance; binaries linked at several
+//!   offsets let `ab --simulate --offsets` tell a layout's effect from luck. 16-48 B more move
+//!   every function within its lines, which `auto` does where its model says that pays.
 
 use std::io::{self, Write};
 
@@ -30,6 +31,7 @@ use serde::Serialize;
 use super::format::{Format, Laid, Names, OrderWriter, Writer};
 use super::{prefetch_name_ahead, unique, Entry};
 use crate::binary::{symbol_of, HOT_END, HOT_START, HUGE_PAGE};
+use crate::layout::metrics::COMPILED_ALIGNMENT;
 use crate::parallel::join;
 
 /// `--format ld-script`.
@@ -67,12 +69,50 @@ pub enum Alignment {
     },
 }
 
+impl Alignment {
+    /// The rule [`Alignment::CacheLines`] with BOLT's bound, as `--align-cache-lines` writes it:
+    /// 64 B lines, at most 32 B of padding, functions compiled at 16 B.
+    pub const CACHE_LINES: Alignment = Alignment::CacheLines {
+        line: 64,
+        max_padding: 32,
+        compiled: 16,
+    };
+
+    /// Where the linker starts a function of `size` bytes that follows code ending at `next`,
+    /// by this rule: what the script's line before each function makes the linker do, so that
+    /// a model of the layout ([`crate::layout::metrics::place_as_linked`]) places functions
+    /// where the link will.
+    pub fn start(&self, next: u64, size: u64) -> u64 {
+        let round_up = |at: u64, to: u64| at.checked_next_multiple_of(to.max(1)).unwrap_or(at);
+        match *self {
+            Alignment::AsCompiled => round_up(next, COMPILED_ALIGNMENT),
+            Alignment::CacheLines {
+                line,
+                max_padding,
+                compiled,
+            } => {
+                let at = round_up(next, compiled);
+                let (into_line, padding) = (at % line, at.wrapping_neg() % line);
+                let spans_extra = into_line.saturating_add(size) > size.div_ceil(line) * line;
+                if size > 0 && spans_extra && padding <= max_padding {
+                    round_up(at, line)
+                } else {
+                    at
+                }
+            }
+        }
+    }
+}
+
 /// How the script places the hot functions besides their order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct ScriptPlacement {
     /// Where each hot function starts.
     pub alignment: Alignment,
-    /// Bytes of padding after `__hot_start`, a multiple of 64 (0 in production).
+    /// Bytes of padding after `__hot_start`, a multiple of 16: as `--hot-offset` gives it (a
+    /// multiple of 64 to measure a layout at several offsets), or the 0-48 `auto`'s cache-set
+    /// model picks where shifting the functions within their lines pays
+    /// ([`crate::layout::placement`]).
     pub hot_offset: u64,
     /// End the range on a 2 MiB boundary, padding after the last function. [`super::write`]
     /// sets it from its [`super::Padding`] plan; order files get it from

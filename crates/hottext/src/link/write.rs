@@ -1,6 +1,7 @@
 //! The one call from a fitted profile to the bytes of an output, [`write()`]: `order` and
 //! `fetch` both come here. It orders the graph (with one algorithm, or with each of `auto`'s
-//! candidates), chooses the functions the linker input lists ([`hot_list`]), plans the padding
+//! candidates), chooses the functions the linker input lists ([`hot_list`]), with `auto` and
+//! an ld script also how they are placed ([`choose_placement`]), plans the padding
 //! ([`Padding`]) and writes the format ([`super::FORMATS`]) in memory first, so that a
 //! refused name leaves no half-written file behind.
 
@@ -12,7 +13,8 @@ use crate::binary::{Binary, StatedAddr};
 use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
 use crate::layout::auto::{self, Candidate};
-use crate::layout::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
+use crate::layout::metrics::{measure, place_as_linked, Metrics};
+use crate::layout::placement::{choose_placement, PlacementChoice};
 use crate::layout::{order, Algorithm, Params};
 
 /// What an order file cannot do, said the same way wherever one is written.
@@ -21,7 +23,9 @@ pub const MARKERS_ADVICE: &str = "this format cannot define __hot_start/__hot_en
 /// How to order the functions.
 #[derive(Debug, Clone, Copy)]
 pub enum Ordering {
-    /// With each of `auto`'s candidates, keeping the layout its model scores best.
+    /// With each of `auto`'s candidates, keeping the layout its model scores best; in an ld
+    /// script also placed as its cache-set model says pays, unless [`Request::placement`]
+    /// fixes the placement.
     Auto,
     /// With this algorithm.
     With(&'static Algorithm),
@@ -45,8 +49,11 @@ pub struct Request<'a> {
     pub ordering: Ordering,
     /// The algorithms' thresholds.
     pub params: &'a Params,
-    /// Alignment and start offset of the hot functions; [`write()`] sets the padding itself.
-    pub placement: ScriptPlacement,
+    /// Alignment and start offset of the hot functions, as the user fixed them
+    /// (`--align-cache-lines`, `--hot-offset`); [`write()`] sets the padding itself. `None`:
+    /// with [`Ordering::Auto`] and a format that places functions one by one, the placement
+    /// `auto`'s cache-set model picks ([`choose_placement`]); else as compiled from `__hot_start`.
+    pub placement: Option<ScriptPlacement>,
     /// Whether to end the range on a 2 MiB boundary ([`Padding`]), judged with the
     /// code of `binary` (always padded by `auto` without one).
     pub padding: Padding,
@@ -90,6 +97,11 @@ pub struct Written<'g> {
     pub candidates: Option<Vec<Candidate>>,
     /// The order the algorithm gave, before the hot list left anything out.
     pub order: Vec<FuncId>,
+    /// How the listed functions are placed: as asked, or as `auto` chose (without the 2 MiB
+    /// padding, which is in `padding`).
+    pub placement: ScriptPlacement,
+    /// When `auto` placed the order: every placement's modelled figures, the kept one marked.
+    pub placements: Option<PlacementChoice>,
     /// With an order's format: the functions listed and those left out.
     pub hot: Option<HotList<'g>>,
     /// The hot functions listed and their bytes (none without an order).
@@ -109,18 +121,20 @@ pub struct Written<'g> {
 }
 
 impl Written<'_> {
-    /// The modelled figures of the listed order: the chosen candidate's, which `auto` measured
-    /// already, unless the hot list left functions out (parts GCC split off); `None` without an
-    /// order.
+    /// The modelled figures of the listed order as placed: what `auto` measured already (the
+    /// kept placement's, or the chosen candidate's when it placed nothing and the hot list left
+    /// nothing out), else measured now; `None` without an order.
     pub fn ordered_metrics(&self, graph: &Graph) -> Option<Metrics> {
         let list = self.hot.as_ref()?;
+        if let Some(placed) = &self.placements {
+            return Some(placed.metrics.clone());
+        }
         let chosen = self.candidates.iter().flatten().find(|c| c.chosen);
         Some(match chosen {
-            Some(c) if list.kept == self.order => c.metrics.clone(),
-            _ => measure(
-                graph,
-                &place_in_order(graph, &list.kept, COMPILED_ALIGNMENT),
-            ),
+            Some(c) if list.kept == self.order && self.placement == ScriptPlacement::default() => {
+                c.metrics.clone()
+            }
+            _ => measure(graph, &place_as_linked(graph, &list.kept, &self.placement)),
         })
     }
 }
@@ -187,9 +201,10 @@ fn write_order<'g>(
         request.binary,
     )?;
     let hot_text = list.hot_text(graph);
+    let (placement, placements) = place(graph, request, writer, &list.kept);
     let padding = plan_padding(
         request.padding,
-        hot_text.bytes + request.placement.hot_offset,
+        hot_text.bytes + placement.hot_offset,
         request.binary.map(Binary::code_bytes),
     );
     let laid = Laid {
@@ -197,7 +212,7 @@ fn write_order<'g>(
         list: &list,
         placement: ScriptPlacement {
             pad_to_huge_page: padding.padded,
-            ..request.placement
+            ..placement
         },
         origin: &origin,
         min_block_share: request.min_block_share,
@@ -212,6 +227,8 @@ fn write_order<'g>(
         algorithm,
         candidates,
         order,
+        placement,
+        placements,
         hot: Some(list),
         hot_text,
         padding: lays_out_range.then_some(padding),
@@ -224,112 +241,25 @@ fn write_order<'g>(
     })
 }
 
-#[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-    use crate::graph::GraphBuilder;
-    use crate::link::format;
-
-    fn graph() -> Graph {
-        let mut b = GraphBuilder::default();
-        let main = b.func("main", 64);
-        b.add_samples(main, 10);
-        let work = b.func("work", 64);
-        b.add_samples(work, 90);
-        b.add_call(main, work, 90);
-        b.finish()
-    }
-
-    /// A request for the format `name`, ordered by `auto`, without a binary.
-    pub(in crate::link) fn request<'a>(name: &str, params: &'a Params) -> Request<'a> {
-        Request {
-            format: format(name).unwrap(),
-            ordering: Ordering::Auto,
-            params,
-            placement: ScriptPlacement::default(),
-            padding: Padding::Auto,
-            unsafe_names: UnsafeNames::Refuse,
-            binary: None,
-            at: None,
-            origin: Origin::Profile("test"),
-            max_pages: 8,
-            min_block_share: 0.0,
-            progress: &|_| {},
+/// How the script places `kept`: as [`Request::placement`] fixes it, or with [`Ordering::Auto`]
+/// and a format that places functions one by one, as the cache-set model chooses (with every
+/// placement's figures); as compiled otherwise.
+fn place(
+    graph: &Graph,
+    request: &Request,
+    writer: &OrderWriter,
+    kept: &[FuncId],
+) -> (ScriptPlacement, Option<PlacementChoice>) {
+    match (request.placement, request.ordering) {
+        (Some(fixed), _) => (fixed, None),
+        (None, Ordering::Auto) if writer.places_individually && !kept.is_empty() => {
+            let choice = choose_placement(graph, kept, ScriptPlacement::default());
+            (choice.placement, Some(choice))
         }
-    }
-
-    #[test]
-    fn every_format_comes_out_of_one_call() {
-        let (g, params) = (graph(), Params::default());
-        let list = write(&g, &request("list", &params)).unwrap();
-        let kept = &list.hot.as_ref().unwrap().kept;
-        assert_eq!(kept, &list.order);
-        let names: Vec<&str> = kept.iter().map(|&f| g.funcs()[f].name.as_str()).collect();
-        assert_eq!(
-            String::from_utf8(list.bytes.clone()).unwrap(),
-            names.join("\n") + "\n"
-        );
-        assert_eq!(list.candidates.as_ref().unwrap().len(), 3);
-        let markers = list.markers.unwrap();
-        // No binary: padded, so that the one page is whole whatever follows.
-        assert!(!markers.needed && markers.pad_to_huge_page);
-        assert_eq!((list.hot_text.functions, list.hot_text.bytes), (2, 128));
-        let script = write(&g, &request("ld-script", &params)).unwrap();
-        let script = String::from_utf8(script.bytes).unwrap();
-        assert!(
-            script.contains("ALIGN(0x200000);\n    __hot_end"),
-            "{script}"
-        );
-        let chosen = list.algorithm.unwrap().name;
-        assert!(
-            script.contains(&format!(
-                "{chosen} order (chosen by --algorithm auto) of test"
-            )),
-            "{script}"
-        );
-        assert!(
-            write(&g, &request("lld-order", &params))
-                .unwrap()
-                .markers
-                .unwrap()
-                .needed
-        );
-
-        let edges = write(&g, &request("lld-cgprofile", &params)).unwrap();
-        assert!(String::from_utf8(edges.bytes)
-            .unwrap()
-            .contains("main work 90"));
-        assert!(edges.algorithm.is_none() && edges.markers.is_none());
-        let err = write(&g, &request("ranges", &params)).unwrap_err();
-        assert!(
-            matches!(err, EmitError::NeedsBinary { format: "ranges" }),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn one_algorithm_is_named_and_no_profile_lists_nothing() {
-        let (g, params) = (graph(), Params::default());
-        let c3 = crate::layout::algorithm("c3").unwrap();
-        let fixed = Request {
-            ordering: Ordering::With(c3),
-            ..request("ld-script", &params)
-        };
-        let written = write(&g, &fixed).unwrap();
-        assert!(written.candidates.is_none());
-        assert!(written.ordered_metrics(&g).is_some());
-        assert!(String::from_utf8(written.bytes)
-            .unwrap()
-            .contains("c3 order of test"));
-        let none = Request {
-            origin: Origin::NoProfile,
-            ..request("ld-script", &params)
-        };
-        let empty = Graph::default();
-        let written = write(&empty, &none).unwrap();
-        assert!(written.algorithm.is_none());
-        assert_eq!(written.hot_text, HotText::default());
-        let script = String::from_utf8(written.bytes).unwrap();
-        assert!(script.contains("NO PROFILE: unoptimised build"), "{script}");
+        (None, _) => (ScriptPlacement::default(), None),
     }
 }
+
+#[cfg(test)]
+#[path = "write_tests.rs"]
+pub(super) mod tests;

@@ -12,7 +12,6 @@ use hottext::graph::fit::{
     fit, CodePrints, FitError, FitPolicy, FitWarning, Fitted, OtherBuildPolicy,
 };
 use hottext::graph::{escaped, Graph};
-use hottext::layout::metrics::COMPILED_ALIGNMENT;
 use hottext::layout::Params;
 use hottext::link::{
     self, Alignment, EmitError, Format, HotList, Ordering, Origin, Request, ScriptPlacement,
@@ -93,11 +92,16 @@ pub struct Args {
     /// ld-script: start a hot function on a 64-byte cache line where that makes it span fewer
     /// lines, for at most 32 bytes of padding (the order files cannot align anything). Assumes
     /// the compiler aligned functions to 16 bytes, as GCC and Clang do at -O2 on x86-64.
+    /// Without it (and without --hot-offset), `--algorithm auto` applies the rule, and pads the
+    /// range's start by 0-48 bytes, only where its model of the L1i's sets says that pays (the
+    /// summary lists each placement's modelled figure); this forces it.
     #[arg(long)]
     align_cache_lines: bool,
-    /// ld-script: this many bytes of padding before the first hot function (a multiple of 64,
-    /// below 4096), for measurement only: binaries linked at several offsets let
-    /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck.
+    /// ld-script: this many bytes of padding before the first hot function (a multiple of 16,
+    /// below 4096), for measurement: binaries linked at several multiples of 64 let
+    /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck,
+    /// and 16, 32 or 48 more fix the start padding that `--algorithm auto` otherwise chooses.
+    /// Given, `auto` keeps it and chooses no placement of its own.
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     hot_offset: u64,
     /// End the hot range on a 2 MiB boundary, so that its last page is whole for the runtime
@@ -199,9 +203,9 @@ fn check_args(args: &Args) -> anyhow::Result<()> {
     if args.hot_offset > 0 && !placed_one_by_one {
         bail!("--hot-offset needs --format ld-script: order files cannot pad the hot range");
     }
-    if args.format.writes_order() && (args.hot_offset % 64 != 0 || args.hot_offset >= 4096) {
+    if args.format.writes_order() && (args.hot_offset % 16 != 0 || args.hot_offset >= 4096) {
         bail!(
-            "--hot-offset {}: give a multiple of 64 below 4096 (offsets of 4 KiB or more map to the same i-cache sets)",
+            "--hot-offset {}: give a multiple of 16 below 4096 (functions are compiled 16 B aligned, and offsets of 4 KiB or more map to the same i-cache sets)",
             args.hot_offset
         );
     }
@@ -215,22 +219,19 @@ fn read_profile(path: &Path) -> anyhow::Result<Graph> {
         .with_context(|| format!("cannot read profile {}", path.display()))
 }
 
-/// Where the hot functions start (`--align-cache-lines`, `--hot-offset`).
-fn placement(args: &Args) -> ScriptPlacement {
+/// Where the hot functions start, when `--align-cache-lines` or `--hot-offset` fixes it;
+/// `None` leaves it to `--algorithm auto`'s model (as compiled with another algorithm).
+fn placement(args: &Args) -> Option<ScriptPlacement> {
     let alignment = if args.align_cache_lines {
-        Alignment::CacheLines {
-            line: 64,
-            max_padding: 32,
-            compiled: COMPILED_ALIGNMENT,
-        }
+        Alignment::CACHE_LINES
     } else {
         Alignment::AsCompiled
     };
-    ScriptPlacement {
+    (args.align_cache_lines || args.hot_offset > 0).then_some(ScriptPlacement {
         alignment,
         hot_offset: args.hot_offset,
         ..ScriptPlacement::default()
-    }
+    })
 }
 
 /// Names the parts GCC split off that stay out, and refuses an order of nothing else.

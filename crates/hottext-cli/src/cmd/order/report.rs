@@ -9,6 +9,7 @@ use hottext::graph::fit::Matched;
 use hottext::graph::Graph;
 use hottext::layout::auto::Candidate;
 use hottext::layout::metrics::{measure, Metrics};
+use hottext::layout::placement::PlacementCandidate;
 use hottext::layout::Params;
 use hottext::link::{Alignment, Clusters, HotText, PaddingPlan, Request, Written};
 use hottext::listing::some_of;
@@ -28,6 +29,13 @@ pub(super) struct Summary<'a> {
     params: Option<&'a Params>,
     #[serde(skip_serializing_if = "Option::is_none")]
     alignment: Option<Alignment>,
+    /// Bytes of padding before the first hot function: `--hot-offset`, or what `auto` chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hot_offset: Option<u64>,
+    /// With `--algorithm auto` and an ld script (no `--align-cache-lines` or `--hot-offset`):
+    /// every alignment and start padding of the chosen order, modelled, the kept one marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placements: Option<Vec<PlacementCandidate>>,
     /// The hot functions the linker input lists and their bytes (`link::HotText`): what
     /// `verify --binary` finds in the linked range.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,7 +83,9 @@ impl<'a> Summary<'a> {
             format: request.format.name,
             algorithm: written.algorithm.filter(|_| lays_out).map(|a| a.name),
             params: lays_out.then_some(request.params),
-            alignment: lays_out.then_some(request.placement.alignment),
+            alignment: lays_out.then_some(written.placement.alignment),
+            hot_offset: lays_out.then_some(written.placement.hot_offset),
+            placements: written.placements.as_ref().map(|p| p.candidates.clone()),
             hot: lays_out.then_some(written.hot_text),
             matched,
             ordered: written.ordered_metrics(graph).filter(|_| lays_out),
@@ -179,6 +189,9 @@ fn print_summary(s: &Summary, err: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(candidates) = &s.candidates {
         print_candidates(err, candidates)?;
     }
+    if let Some(placements) = &s.placements {
+        print_placements(err, placements)?;
+    }
     let Some(ordered) = &s.ordered else {
         return Ok(());
     };
@@ -240,6 +253,31 @@ fn print_candidates(err: &mut dyn Write, candidates: &[Candidate]) -> std::io::R
             format!("{:.1}%", 100.0 * c.score),
             format!("{:.2}%", 100.0 * c.metrics.icache_overflow),
             c.metrics.pages_4k_99
+        )?;
+    }
+    Ok(())
+}
+
+/// `auto`'s placements of the chosen order: each alignment and start padding's modelled figures.
+fn print_placements(err: &mut dyn Write, placements: &[PlacementCandidate]) -> std::io::Result<()> {
+    writeln!(
+        err,
+        "  placement (modelled):         {:>18} {:>14}",
+        "calls leaving page", "L1i overflow"
+    )?;
+    for c in placements {
+        let mark = if c.chosen { "chosen" } else { "" };
+        let alignment = match c.alignment {
+            Alignment::AsCompiled => "as compiled",
+            Alignment::CacheLines { .. } => "cache lines",
+        };
+        writeln!(
+            err,
+            "  {:>8} {:<20} {:>18} {:>14}",
+            mark,
+            format!("{alignment} +{} B", c.start_padding),
+            format!("{:.1}%", 100.0 * c.score),
+            format!("{:.2}%", 100.0 * c.icache_overflow),
         )?;
     }
     Ok(())
