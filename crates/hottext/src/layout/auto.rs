@@ -10,7 +10,8 @@
 
 use serde::Serialize;
 
-use super::metrics::{measure, place_in_order, Metrics, COMPILED_ALIGNMENT};
+use super::alignment::COMPILED_ALIGNMENT;
+use super::metrics::{measure, place_in_order, Metrics};
 use super::{order, Algorithm, Params, ALGORITHMS};
 use crate::graph::{FuncId, Graph};
 use crate::parallel::join;

@@ -7,7 +7,7 @@
 //! keeps its `ways` hottest lines, and the samples on the others are the set's expected
 //! conflict misses (in samples, not fetches; layouts are compared by it, not predicted).
 //!
-//! Lines are the ones [`heat`](super::heat) gives: at the granularity of sampled basic blocks
+//! Lines are the ones `heat` gives: at the granularity of sampled basic blocks
 //! where the profile has them, else each function's samples spread over its bytes. The geometry
 //! is [`crate::caches`]' (the simulation's default). Shifting every hot line by whole lines
 //! only renames the sets, so the figure depends on where functions sit within their lines and

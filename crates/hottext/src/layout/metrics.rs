@@ -11,20 +11,17 @@
 
 use serde::Serialize;
 
+use super::alignment::ScriptPlacement;
 use super::cache_sets::set_conflicts;
 use super::heat::{block_mass, Run};
 use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
 use crate::caches::L1I;
 use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
-use crate::link::ScriptPlacement;
-
-/// The alignment GCC and Clang give a function at -O2 on x86-64, which a linker keeps.
-pub const COMPILED_ALIGNMENT: u64 = 16;
 
 /// Functions back to back from `placement.hot_offset` after address 0 (the 2 MiB-aligned
 /// `__hot_start`), each where the linker puts it under `placement.alignment`
-/// ([`crate::link::Alignment::start`]): the layout an ld script with this placement links, which `auto`'s
+/// ([`super::alignment::Alignment::start`]): the layout an ld script with this placement links, which `auto`'s
 /// cache-set model scores.
 pub fn place_as_linked(graph: &Graph, order: &[FuncId], placement: &ScriptPlacement) -> Placement {
     place(graph, order, placement.hot_offset, |next, size| {
@@ -33,7 +30,7 @@ pub fn place_as_linked(graph: &Graph, order: &[FuncId], placement: &ScriptPlacem
 }
 
 /// Functions back to back from address 0 (which stands for the 2 MiB-aligned `__hot_start`),
-/// each at the next multiple of `alignment` ([`COMPILED_ALIGNMENT`] for what a linker does, 1
+/// each at the next multiple of `alignment` ([`COMPILED_ALIGNMENT`](super::alignment::COMPILED_ALIGNMENT) for what a linker does, 1
 /// for the hfsort paper's examples).
 pub fn place_in_order(graph: &Graph, order: &[FuncId], alignment: u64) -> Placement {
     place(graph, order, 0, |next, _| {

@@ -3,6 +3,7 @@
 //! Each algorithm lives in its own file and sees only a resolved [`Graph`]; parsing and symbol
 //! look-ups happen elsewhere.
 
+pub mod alignment;
 pub mod auto;
 mod c3;
 pub mod cache_sets;

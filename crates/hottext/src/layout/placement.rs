@@ -10,12 +10,12 @@
 
 use serde::Serialize;
 
+use super::alignment::{Alignment, ScriptPlacement};
 use super::auto::TIE;
 use super::cache_sets::set_conflicts;
 use super::metrics::{measure, place_as_linked, Calls, Metrics};
 use crate::caches::L1I;
 use crate::graph::{FuncId, Graph};
-use crate::link::{Alignment, ScriptPlacement};
 use crate::parallel::join;
 
 /// The paddings of the range's start tried, in bytes: the compiled alignment's steps within a
@@ -50,8 +50,8 @@ pub struct PlacementChoice {
 
 /// Scores `order` under every alignment and padding ([`PADDINGS`]) on top of `base` (whose
 /// alignment is the first candidate's and whose `hot_offset` every candidate keeps), and keeps
-/// `base` unless another candidate models more than [`TIE`] fewer L1i overflow without more
-/// than [`TIE`] more calls leaving their page: the default output stays as it was where no
+/// `base` unless another candidate models more than `TIE` (1 %) fewer L1i overflow without more
+/// than `TIE` (1 %) more calls leaving their page: the default output stays as it was where no
 /// alignment pays. Among those that pay, the lowest overflow, then the earliest.
 pub fn choose_placement(graph: &Graph, order: &[FuncId], base: ScriptPlacement) -> PlacementChoice {
     let mut alignments = vec![base.alignment];

@@ -38,10 +38,10 @@ mod planned;
 mod ranges;
 mod write;
 
+pub use crate::layout::alignment::{Alignment, ScriptPlacement};
 pub use clang_bb_sections::{Clusters, DEFAULT_MIN_BLOCK_SHARE};
 pub use format::{format, Format, FORMATS};
 pub use hot_list::{HotList, HotText, UnsafeNames};
-pub use ld_script::{Alignment, ScriptPlacement};
 pub use markers::{host_architecture, markers_object};
 pub use padding::{Padding, PaddingPlan};
 pub use planned::{read_plan, Plan, PlanError};
