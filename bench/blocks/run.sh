@@ -37,7 +37,9 @@
 #
 # Environment: WORK (default /tmp/hottext-blocks-bench), TARGETS, ARMS, OFFSETS (default
 # "0 64 128 192"), MEASURE (0), RUNS (timed rounds, 10), JOBS (simulations at once, 2), REUSE
-# (1: the recordings already in WORK are used again, the default binary being the same), and
+# (1: the recordings already in WORK are used again, the default binary being the same, and so
+# are the simulated pairs already there, sim-A--B.json, and the split arm's binaries: a new arm
+# is simulated alone, and the objects are not recompiled), and
 # per target: PG_DIR (/tmp/hottext-pg-clang), PG_SCALE (2), PG_SIM_TX (select-only
 # transactions a simulated run, net of a tenth, 2000), PG_RECORD_SECONDS (20), PG_SECONDS
 # (timed run, 5); DEMO_SIM_REQUESTS (20000, net of a tenth), DEMO_REQUESTS (timed, 200000).
@@ -80,6 +82,12 @@ bench_target() {
     t_prepare
     if [ "${REUSE:-0}" = 1 ] && [ -f "$w/profile.profile" ] && [ -f "$w/bolt.fdata" ]; then
         echo "reusing the recordings in $w"
+        # A profile written before block counts existed (v2/v3, no `block` lines) is profiled
+        # again from the same perf.data: the split arm needs the blocks.
+        if has split && ! grep -q '^block ' "$w/profile.profile"; then
+            echo "profiling $w/perf.data again for block counts"
+            "$hottext" profile "$w/perf.data" --binary "$w/default" -o "$w/profile.profile" 2>"$w/profile.log"
+        fi
     else
         step "$t: one load, recorded for hottext (call chains) and for BOLT (plain samples)"
         t_record
@@ -87,6 +95,10 @@ bench_target() {
             { tail -20 "$w/perf2bolt.log"; exit 1; }
     fi
 
+    split_linked() { # the split arm's binaries at every offset, newer than their cluster file
+        local o
+        for o in $offsets; do [ "$w/split-at-$o" -nt "$w/clusters.txt" ] || return 1; done
+    }
     step "$t: orders and links"
     order() { "$hottext" order "$w/profile.profile" --binary "$w/default" "$@"; }
     for a in auto cdsort; do
@@ -98,10 +110,13 @@ bench_target() {
         ln -sf "$a-at-${offsets%% *}" "$w/$a"
     done
     if has split; then
+        rm -f "$w/split-skipped.txt"
         if [ -n "$split_reason" ]; then
             echo "split: $split_reason" | tee "$w/split-skipped.txt"
+        elif [ "${REUSE:-0}" = 1 ] && split_linked; then
+            echo "split: reusing the split-at-* binaries in $w (built from $w/clusters.txt)"
+            ln -sf "split-at-${offsets%% *}" "$w/split"
         else
-            rm -f "$w/split-skipped.txt"
             order --format clang-bb-sections -o "$w/clusters.txt" 2>"$w/order-split.log"
             t_split_objects "$w/clusters.txt"
             for o in $offsets; do
@@ -145,8 +160,12 @@ bench_target() {
             if [ -n "$offs" ]; then
                 ba=$w/$a-at-{offset} bb=$w/$b-at-{offset} opts=(--offsets "$offs")
             fi
-            t_sim "$a--$b" "$ba" "$bb" "${opts[@]}"
-            echo "  $a, $b simulated"
+            if [ "${REUSE:-0}" = 1 ] && [ -s "$w/sim-$a--$b.json" ]; then
+                echo "  $a, $b: reusing sim-$a--$b.json"
+            else
+                t_sim "$a--$b" "$ba" "$bb" "${opts[@]}"
+                echo "  $a, $b simulated"
+            fi
             shift 2 || shift
         done
     }
