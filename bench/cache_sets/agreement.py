@@ -11,12 +11,14 @@ not worse than any other by more than the spread over offsets (the larger of the
 
 Usage: agreement.py BUILD_DIR HOTTEXT CONFIG...   (CONFIG: compiled+P or lines+P, P the padding)
 """
-import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rank import tau  # noqa: E402
 
 if len(sys.argv) < 4:
     sys.exit(__doc__)
@@ -53,20 +55,6 @@ def simulated(config):
         m = next(m for m in r["simulated"]["models"] if m["key"] == "icache")
         per_offset[r["offset"]] = 1e6 * m["misses"] / max(m["instructions"], 1)
     return per_offset
-
-
-def tau(pairs):
-    """Kendall's tau-a over (name, model, simulated) triples, and the discordant pairs."""
-    concordant, discordant, flipped = 0, 0, []
-    for (n1, m1, s1), (n2, m2, s2) in itertools.combinations(pairs, 2):
-        sign = (m1 - m2) * (s1 - s2)
-        if sign > 0:
-            concordant += 1
-        elif sign < 0:
-            discordant += 1
-            flipped.append(f"{n1}/{n2}")
-    total = concordant + discordant
-    return (concordant - discordant) / total if total else float("nan"), flipped
 
 
 auto = load("auto.json")

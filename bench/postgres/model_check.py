@@ -10,11 +10,13 @@ and the pairs the two put the other way round.
 Usage: model_check.py --dir BENCH_DIR --hottext BIN --configs "default c3 ..." --workloads "select tpcb"
 """
 import argparse
-import itertools
 import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rank import tau  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--dir", required=True)
@@ -45,20 +47,6 @@ def simulated(config, workload):
     i = d["instructions_by_model"]
     return {"itlb": 1e6 * d["itlb-l1-misses"] / i["itlb-l1"],
             "icache": 1e6 * d["icache-misses"] / i["icache"]}
-
-
-def tau(pairs):
-    """Kendall's tau-a over (model, simulated) pairs, and the discordant pairs."""
-    concordant, discordant, flipped = 0, 0, []
-    for (n1, m1, s1), (n2, m2, s2) in itertools.combinations(pairs, 2):
-        sign = (m1 - m2) * (s1 - s2)
-        if sign > 0:
-            concordant += 1
-        elif sign < 0:
-            discordant += 1
-            flipped.append(f"{n1}/{n2}")
-    total = concordant + discordant
-    return (concordant - discordant) / total if total else float("nan"), flipped
 
 
 configs = a.configs.split()
