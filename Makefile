@@ -72,7 +72,8 @@ bench-demo: build
 bench-nginx: build runtime
 	bash bench/nginx/run.sh
 
-## bench-graph: the call graph against callgrind's exact one, per recording mode (bench/graph, ~10 min).
+## bench-graph: the call graph against callgrind's exact one, per recording mode (bench/graph, ~20 min;
+## PostgreSQL is built first, ~25 min more, when /tmp/hottext-pg-clang holds none).
 bench-graph: build
 	bash bench/graph/run.sh
 

@@ -25,6 +25,8 @@ Figures:
             keeps overlap below it
   self_floor  the same for the self figure, with as many draws as PROFILE's self weight
 Ties in "heaviest" are broken by caller, then callee name, so the figures are deterministic.
+A profile's `name;file.c` (a local function whose name several share) counts as TRUTH's `name`
+where TRUTH has only that (callgrind merges them without debug information).
 With --worst N, the N edges with the largest |p_e - q_e| follow, to see where they differ.
 """
 
@@ -50,7 +52,8 @@ def read_graph(path):
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, line in enumerate(f, 1):
             fields = line.split()
-            if not fields or fields[0].startswith("#") or fields[0] == "site":
+            # A profile's call sites and basic-block counts refine its graph; they are not edges.
+            if not fields or fields[0].startswith("#") or fields[0] in ("site", "block"):
                 continue
             try:
                 kind = fields[0]
@@ -79,6 +82,21 @@ def renamed(weights, aliases, edge):
         else:
             key = aliases.get(key, key)
         out[key] += w
+    return out
+
+
+def file_names_folded(weights, known, edge):
+    """The weights with hottext's name of a local function, `name;file.c` (given when several
+    local functions share a name), replaced by `name` where `known` (the truth's names) has
+    `name` and not `name;file.c`: callgrind tells such functions apart only by their source
+    file, which a binary without debug information does not name, so it merges them."""
+    def fold(name):
+        base, sep, _ = name.partition(";")
+        return base if sep and name not in known and base in known else name
+
+    out = defaultdict(float)
+    for key, w in weights.items():
+        out[(fold(key[0]), fold(key[1])) if edge else fold(key)] += w
     return out
 
 
@@ -125,6 +143,8 @@ def figures(truth_path, profile_path):
     aliases = {**t_alias, **p_alias}
     t_self, t_calls = renamed(t_self, aliases, False), renamed(t_calls, aliases, True)
     p_self, p_calls = renamed(p_self, aliases, False), renamed(p_calls, aliases, True)
+    known = set(t_self) | {name for edge in t_calls for name in edge}
+    p_self, p_calls = file_names_folded(p_self, known, False), file_names_folded(p_calls, known, True)
     p, q = normalised(t_calls), normalised(p_calls)
     samples, self_samples = sum(p_calls.values()), sum(p_self.values())
     top_truth = heaviest(p, TOP)

@@ -49,7 +49,7 @@ python3 "$here/gen_tailcall.py" >tailcall.c
 gcc-12 -O2 -ffunction-sections -fno-omit-frame-pointer -Wall -c tailcall.c -o tailcall.o
 link() { gcc-12 -Wl,--emit-relocs -o "$1" tailcall.o "${@:2}"; }
 link base
-valgrind --tool=callgrind --separate-callers=1 --separate-recs=1 --callgrind-out-file=callgrind.out \
+valgrind --tool=callgrind --separate-callers=1 --separate-recs=2 --callgrind-out-file=callgrind.out \
     ./base $((requests / 10)) >/dev/null 2>callgrind.log
 python3 "$here/callgrind_edges.py" callgrind.out base >truth.edges 2>truth.log
 

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # bench/graph/run.sh: hottext's call graph against the exact one (issue 32), one table.
 #
-#   1. builds each program (PROGRAMS, default "tailcall tailcall-nosib demo"; PostgreSQL under
-#      pgbench is not here yet, see README.md):
+#   1. builds each program (PROGRAMS, default "tailcall tailcall-nosib demo postgres"):
 #        tailcall  gen_tailcall.py, gcc 12 -O2 -ffunction-sections -fno-omit-frame-pointer; the
 #                  sibling calls are checked to be jmps with objdump
 #        tailcall-nosib  the same source with -fno-optimize-sibling-calls (every tail call a
 #                  `call`): the control, the same logical graph without jumps
 #        demo      examples/demo-service as `make demo` builds it (-Og, 64 MiB of text), GNU ld
+#        postgres  PostgreSQL 15 (clang 19, frame pointers) under pgbench select-only: postgres.sh
 #   2. the truth: the program's workload under valgrind --tool=callgrind --separate-callers=1
-#      --separate-recs=1, converted by callgrind_edges.py (README.md: what it counts and why)
+#      --separate-recs=2, converted by callgrind_edges.py (README.md: what it counts and why);
+#      PostgreSQL's is summed over its backend processes (postgres.sh)
 #   3. the same workload recorded in each mode (MODES, default "fp dwarf none"), run REPEAT
 #      times in a row for more samples (callgrind's count is exact after one run; the demo's
-#      graph has a long tail that sampling covers slowly, see compare.py's floor):
+#      graph has a long tail that sampling covers slowly, see compare.py's floor; postgres: one
+#      pgbench run, attached to the postmaster):
 #        fp     `hottext record` (frame-pointer stacks)
 #        dwarf  perf record --call-graph dwarf,2048 (2 KiB of stack: the first frames are enough)
 #        none   perf record without -g (samples only)
@@ -24,13 +26,13 @@
 #
 # Environment: BUILD (default build/graph), FREQ (sampling Hz, default 20000), TAIL_REQUESTS
 # (default 20000000), TAIL_REPEAT (1), DEMO_REQUESTS (default 500000), DEMO_REPEAT (5), HOTTEXT
-# (default the release binary of CARGO_TARGET_DIR or target/).  Leaves every file in
-# BUILD/<program>/; the table is also in BUILD/table.md.
+# (default the release binary of CARGO_TARGET_DIR or target/), PG_DIR, PG_TX, PG_PORT (see
+# postgres.sh).  Leaves every file in BUILD/<program>/; the table is also in BUILD/table.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${BUILD:-$root/build/graph}
-programs=${PROGRAMS:-tailcall tailcall-nosib demo}
+programs=${PROGRAMS:-tailcall tailcall-nosib demo postgres}
 modes=${MODES:-fp dwarf none}
 freq=${FREQ:-20000}
 tail_requests=${TAIL_REQUESTS:-20000000}
@@ -45,6 +47,8 @@ for tool in "$hottext" valgrind perf gcc-12 objdump python3; do
     command -v "$tool" >/dev/null || { echo "bench-graph: $tool is missing" >&2; exit 2; }
 done
 step() { printf '== %s  (%s)\n' "$*" "$(date +%T)" >&2; }
+# shellcheck source=bench/graph/postgres.sh
+. "$here/postgres.sh"
 
 # prepare_PROGRAM DIR: builds the program into DIR and sets bin (the binary), cmd (its workload)
 # and repeat (how many times perf records it).
@@ -61,6 +65,8 @@ prepare_tailcall() {
     bin=$dir/tailcall
     cmd=("$bin" "$tail_requests")
     repeat=$tail_repeat
+    truth=truth_command
+    recorder=record_command
 }
 
 prepare_demo() {
@@ -72,6 +78,30 @@ prepare_demo() {
     bin=$dir/demo
     cmd=("$bin" --requests "$demo_requests")
     repeat=$demo_repeat
+    truth=truth_command
+    recorder=record_command
+}
+
+# The truth and the recordings of a program that is one command (cmd, run repeat times in a row
+# for perf); a prepare_ function sets truth and recorder to these or to its own.
+truth_command() {
+    step "$program: the truth under callgrind: ${cmd[*]}"
+    valgrind --tool=callgrind --separate-callers=1 --separate-recs=2 \
+        --callgrind-out-file="$dir/callgrind.out" -- "${cmd[@]}" >"$dir/callgrind.stdout" 2>"$dir/callgrind.log"
+    python3 "$here/callgrind_edges.py" "$dir/callgrind.out" "$bin" >"$dir/truth.edges" 2>"$dir/truth.log"
+}
+
+# record_command MODE DATA: the command's runs recorded in MODE; perf's messages in MODE.record.log.
+record_command() {
+    local mode=$1 data=$2 recorded
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    recorded=(bash -c 'for ((i = 0; i < $0; i++)); do "$@" >/dev/null || exit; done' "$repeat" "${cmd[@]}")
+    case $mode in
+        fp) "$hottext" record --frequency "$freq" -o "$data" -- "${recorded[@]}" ;;
+        dwarf) perf record -q -e cpu-clock:u -F "$freq" --call-graph dwarf,2048 -o "$data" -- "${recorded[@]}" ;;
+        none) perf record -q -e cpu-clock:u -F "$freq" -o "$data" -- "${recorded[@]}" ;;
+        *) echo "bench-graph: unknown mode $mode (fp, dwarf, none)" >&2; exit 2 ;;
+    esac >"$dir/$mode.record.log" 2>&1
 }
 
 # row PROGRAM MODE READER FILE-OR-STATUS: one line of the table.
@@ -116,33 +146,19 @@ for program in $programs; do
     mkdir -p "$dir"
     step "$program: build"
     case $program in
-        tailcall | demo) "prepare_$program" "$dir" ;;
+        tailcall | demo | postgres) "prepare_$program" "$dir" ;;
         tailcall-nosib) prepare_tailcall "$dir" -fno-optimize-sibling-calls 0 ;;
-        *) echo "bench-graph: unknown program $program (tailcall, tailcall-nosib, demo)" >&2; exit 2 ;;
+        *) echo "bench-graph: unknown program $program (tailcall, tailcall-nosib, demo, postgres)" >&2; exit 2 ;;
     esac
 
-    step "$program: the truth under callgrind: ${cmd[*]}"
-    valgrind --tool=callgrind --separate-callers=1 --separate-recs=1 \
-        --callgrind-out-file="$dir/callgrind.out" -- "${cmd[@]}" >"$dir/callgrind.stdout" 2>"$dir/callgrind.log"
-    python3 "$here/callgrind_edges.py" "$dir/callgrind.out" "$bin" >"$dir/truth.edges" 2>"$dir/truth.log"
+    "$truth"
     : >"$dir/compare.log"
-
-    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
-    recorded=(bash -c 'for ((i = 0; i < $0; i++)); do "$@" >/dev/null || exit; done' "$repeat" "${cmd[@]}")
     for mode in $modes; do
-        step "$program: record ($mode, $repeat runs) and read"
+        step "$program: record ($mode) and read"
         data=$dir/$mode.data
         rm -f "$data"
         status=0
-        case $mode in
-            fp) "$hottext" record --frequency "$freq" -o "$data" -- "${recorded[@]}" >"$dir/$mode.record.log" 2>&1 ||
-                status=$? ;;
-            dwarf) perf record -q -e cpu-clock:u -F "$freq" --call-graph dwarf,2048 -o "$data" -- "${recorded[@]}" \
-                >"$dir/$mode.record.log" 2>&1 || status=$? ;;
-            none) perf record -q -e cpu-clock:u -F "$freq" -o "$data" -- "${recorded[@]}" \
-                >"$dir/$mode.record.log" 2>&1 || status=$? ;;
-            *) echo "bench-graph: unknown mode $mode (fp, dwarf, none)" >&2; exit 2 ;;
-        esac
+        "$recorder" "$mode" "$data" || status=$?
         if [ "$status" -ne 0 ]; then
             row "$program" "$mode" record "exit $status: $(tail -1 "$dir/$mode.record.log" | cut -c1-160)"
             continue

@@ -104,7 +104,7 @@ fn callgrind_truth_and_hottext_graph_compare() {
     let callgrind = [
         "--tool=callgrind",
         "--separate-callers=1",
-        "--separate-recs=1",
+        "--separate-recs=2",
         "--callgrind-out-file=cg.out",
         "./p",
         "30000",
@@ -166,4 +166,114 @@ fn callgrind_truth_and_hottext_graph_compare() {
     assert_eq!(figure(&wrong, "overlap"), 0.0, "{wrong:?}");
     assert_eq!(figure(&wrong, "recall50"), 0.0, "{wrong:?}");
     assert_eq!(figure(&wrong, "self"), 1.0, "{wrong:?}");
+}
+
+/// `walk` recurses into itself three levels deep below `top`; `even` and `odd` recurse into each
+/// other. Every call does the same loop, so the edges' shares are known.
+const RECURSIVE: &str = r#"
+#include <stdlib.h>
+#define NI __attribute__((noinline, noclone))
+static volatile long sink;
+static long work(long d) { long s = 0; for (int i = 0; i < 200; i++) s += i * d; sink = s; return s; }
+NI long walk(long d) { long s = work(d); if (d > 0) s += walk(d - 1); return s; }
+NI long odd(long d);
+NI long even(long d) { long s = work(d); if (d > 0) s += odd(d - 1); return s; }
+NI long odd(long d) { long s = work(d); if (d > 0) s += even(d - 1); return s; }
+NI long top(long n) { long s = 0; for (long i = 0; i < n; i++) s += walk(3) + even(4); return s; }
+int main(int argc, char **argv) { return (int)top(argc > 1 ? atol(argv[1]) : 1000) & 1; }
+"#;
+
+/// An edge's cost in callgrind_edges.py's output (0 when absent).
+fn edge_cost(edges: &str, caller: &str, callee: &str) -> f64 {
+    let prefix = format!("call {caller} {callee} ");
+    edges
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0.0, |w| w.parse().expect("an edge's cost is a number"))
+}
+
+/// The converter gives a recursion's cost to its immediate caller (callgrind names the context by
+/// the nearest other function), and sums several files (one per process of a server).
+#[test]
+fn callgrind_truth_keeps_recursion_and_sums_files() {
+    require("valgrind", &["--version"]);
+    require("python3", &["--version"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(dir, "r.c", RECURSIVE);
+    let flags = [
+        "-O1",
+        "-fno-omit-frame-pointer",
+        "-fno-optimize-sibling-calls",
+    ];
+    run("gcc", &[&flags[..], &["-o", "r", "r.c"]].concat(), dir);
+    for out in ["cg.1", "cg.2"] {
+        let file = format!("--callgrind-out-file={out}");
+        let callgrind = [
+            "--tool=callgrind",
+            "--separate-callers=1",
+            "--separate-recs=2",
+            &file,
+            "./r",
+            "2000",
+        ];
+        run("valgrind", &callgrind, dir);
+    }
+    let (one, two) = (dir.join("cg.1"), dir.join("cg.2"));
+    let once = python(dir, "callgrind_edges.py", &[&one, &dir.join("r")]);
+    // walk runs 4 times a round, once called by top and 3 times by itself; even 3 times, once
+    // by top and twice by odd; odd twice, by even.
+    let ratio =
+        |a: (&str, &str), b: (&str, &str)| edge_cost(&once, a.0, a.1) / edge_cost(&once, b.0, b.1);
+    let walk = ratio(("walk", "walk"), ("top", "walk"));
+    assert!(
+        (2.7..3.3).contains(&walk),
+        "walk -> walk / top -> walk = {walk}:\n{once}"
+    );
+    let even = ratio(("odd", "even"), ("top", "even"));
+    assert!(
+        (1.8..2.2).contains(&even),
+        "odd -> even / top -> even = {even}:\n{once}"
+    );
+    assert!(
+        edge_cost(&once, "even", "odd") > 0.0 && edge_cost(&once, "odd", "odd") == 0.0,
+        "{once}"
+    );
+
+    let both = python(dir, "callgrind_edges.py", &[&one, &two, &dir.join("r")]);
+    for (a, b) in [("top", "walk"), ("walk", "walk"), ("odd", "even")] {
+        assert_eq!(
+            edge_cost(&both, a, b),
+            2.0 * edge_cost(&once, a, b),
+            "{a} -> {b}:\n{both}"
+        );
+    }
+}
+
+/// compare.py reads a profile with basic-block lines (a binary with address maps), and counts
+/// hottext's `name;file.c` (a local function whose name several share) as the truth's `name`,
+/// which callgrind gives without debug information; a name the truth has whole stays whole.
+#[test]
+fn compare_folds_file_qualified_names_and_skips_blocks() {
+    require("python3", &["--version"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let truth = write(
+        dir,
+        "truth.edges",
+        "self heap_getattr 20\nself nocachegetattr 60\nself scan;a.c 20\n\
+         call SysCacheGetAttr heap_getattr 20\ncall heap_getattr nocachegetattr 60\n\
+         call main scan;a.c 20\n",
+    );
+    let profile = write(
+        dir,
+        "p.profile",
+        "# hottext profile v4\nfn heap_getattr;syscache.c 190 2\nfn nocachegetattr 300 6\n\
+         fn scan;a.c 40 2\ncall SysCacheGetAttr heap_getattr;syscache.c 2\n\
+         call heap_getattr;syscache.c nocachegetattr 6\ncall main scan;a.c 2\n\
+         block nocachegetattr 0 0 19 4\n",
+    );
+    let got = figures(dir, &truth, &profile);
+    assert_eq!(figure(&got, "overlap"), 1.0, "{got:?}");
+    assert_eq!(figure(&got, "self"), 1.0, "{got:?}");
 }

@@ -24,7 +24,10 @@
 //! shares the sample among them by their own samples, or drops it if asked. No chain where
 //! tail jumps leave `T` (an indirect jump), or more chains than the limits, leave the caller
 //! undecided: no edge, counted. A call through the PLT or a pointer into a function with its
-//! own frame leaves nothing to follow, and the stack is taken as unwound; into one without,
+//! own frame leaves nothing to follow, and the stack is taken as unwound, unless other
+//! functions enter that function by direct tail jumps: the pointer may have entered one of them
+//! (PostgreSQL's walkers end in `return expression_tree_walker(...)`, its hash callbacks in a
+//! jump to `hash_bytes`), so the caller is undecided. Into a function without its own frame,
 //! the caller is unknown (no edge, counted).
 
 use std::rc::Rc;
@@ -70,7 +73,8 @@ pub(crate) enum Found {
     /// The function had no frame of its own and its caller was entered through a pointer.
     PointerCaller,
     /// Tail jumps leave the function the stack names, but no chain the code shows leads here
-    /// (an indirect jump), or more chains than the search follows.
+    /// (an indirect jump), or more chains than the search follows; or the stack names a call
+    /// through a pointer into a function that others enter by tail jumps.
     Undecided,
     /// The return address lies in the binary but in no function.
     Unresolved,
@@ -94,6 +98,9 @@ pub(crate) struct Callers<'a> {
     /// Per function decoded so far: its direct calls and jumps to other functions' entries.
     hops: HashMap<u32, Rc<[Hop]>>,
     paths: HashMap<(u32, u32, bool), Paths>,
+    /// Per function, whether another enters it by a direct tail jump; the whole code is decoded
+    /// for it at the first call through a pointer.
+    jumped_into: Option<Vec<bool>>,
     /// Hops left for all searches together ([`MAX_STEPS_IN_ALL`]).
     steps_left: usize,
 }
@@ -107,6 +114,7 @@ impl<'a> Callers<'a> {
             frames: Frames::new(functions.len()),
             hops: HashMap::default(),
             paths: HashMap::default(),
+            jumped_into: None,
             steps_left: MAX_STEPS_IN_ALL,
         }
     }
@@ -136,7 +144,9 @@ impl<'a> Callers<'a> {
                 through_tail: false,
             };
             return match entered.and_then(|t| self.index.starting_at(t)) {
-                // Through a pointer or the PLT: nothing to follow.
+                // Through a pointer or the PLT: nothing to follow, unless the pointer may have
+                // entered a function that jumped here.
+                None if self.is_jumped_into(callee) => Found::Undecided,
                 None => unwound,
                 Some(t) if t == callee => unwound,
                 Some(t) => match self.paths(t, callee, false) {
@@ -250,6 +260,25 @@ impl<'a> Callers<'a> {
             }
             s.path.pop();
         }
+    }
+
+    /// Whether another function enters `f` by a direct tail jump.
+    fn is_jumped_into(&mut self, f: u32) -> bool {
+        if self.jumped_into.is_none() {
+            // Not through `hops_from`: its cache would then hold every function's hops.
+            let mut jumped = vec![false; self.functions.len()];
+            for func in self.functions {
+                for t in self.code.transfers_out(func).iter().filter(|t| !t.is_call) {
+                    if let Some(callee) = self.index.starting_at(t.target) {
+                        jumped[callee as usize] = true;
+                    }
+                }
+            }
+            self.jumped_into = Some(jumped);
+        }
+        self.jumped_into
+            .as_ref()
+            .is_some_and(|j| j.get(f as usize).copied().unwrap_or(false))
     }
 
     /// Function `f`'s direct calls and jumps to other functions' entries, one hop per callee and

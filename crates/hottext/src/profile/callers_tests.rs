@@ -154,7 +154,8 @@ const AFTER_K_IN_G: u64 = 0x111a;
 const AFTER_A_IN_G: u64 = 0x111f;
 const AFTER_STUB_IN_S: u64 = 0x12c9;
 const AFTER_FOO_IN_G: u64 = 0x1124;
-/// In C's body (after its prologue), at LEAF's second byte, in Z's body.
+/// In A's, C's body (after the prologue), at LEAF's second byte, in Z's body.
+const IN_A: u64 = 0x1004;
 const IN_C: u64 = 0x1085;
 const IN_LEAF: u64 = 0x10c1;
 const IN_Z: u64 = 0x1285;
@@ -259,10 +260,32 @@ fn pointers_and_stubs_leave_nothing_to_follow() {
     );
     // A call into a stub (no function there) is taken as unwound.
     assert_eq!(
-        found(C, IN_C, AFTER_STUB_IN_S),
-        caller(call(S, C, Some(AFTER_STUB_IN_S - 1)), false)
+        found(A, IN_A, AFTER_STUB_IN_S),
+        caller(call(S, A, Some(AFTER_STUB_IN_S - 1)), false)
     );
     assert_eq!(found(C, IN_C, 0x2000), Found::Unresolved);
+}
+
+#[test]
+fn a_pointer_into_a_function_others_jump_to_leaves_the_caller_undecided() {
+    // G's call through a pointer, A sampled in its body: no function jumps to A, so the pointer
+    // entered A.
+    assert_eq!(
+        found(A, IN_A, AFTER_POINTER_IN_G),
+        caller(call(4, A, Some(AFTER_POINTER_IN_G - 1)), false)
+    );
+    // C is entered by B's and T2's jumps as well as by calls: the pointer may have entered B or
+    // T2, which jumped on. G is not named; neither are B and T2, which the code cannot choose.
+    assert_eq!(found(C, IN_C, AFTER_POINTER_IN_G), Found::Undecided);
+    assert_eq!(found(C, IN_C, AFTER_STUB_IN_S), Found::Undecided);
+    // With CFI the same holds: the return address is exact, the pointer's target still unknown.
+    let (functions, code) = program();
+    let index = FunctionIndex::new(&functions);
+    let mut callers = Callers::new(&functions, &index, code);
+    assert_eq!(
+        callers.of_stack(C, IN_C, AFTER_POINTER_IN_G, true),
+        Found::Undecided
+    );
 }
 
 #[test]
