@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::alignment::ScriptPlacement;
 use super::cache_sets::set_conflicts;
-use super::heat::{block_mass, Run};
+use super::heat::{block_mass, Heat, Run};
 use crate::binary::{ExecSegment, StatedAddr, HUGE_PAGE};
 use crate::caches::L1I;
 use crate::graph::fit::Placement;
@@ -83,10 +83,11 @@ pub struct Metrics {
     pub weighted_call_distance: u64,
     /// Call weight left out because the layout lacks caller or callee.
     pub unplaced_call_weight: u64,
-    /// Share of the samples that the L1i of [`L1I`] (32 KiB, 8-way, 64 B lines) cannot hold at
-    /// once ([`super::cache_sets`]): samples by sampled basic block where the profile has them,
-    /// else spread evenly over each function's bytes; each set keeps its `ways` hottest lines,
-    /// the rest counts. Layouts that put hot code in the same sets score worse.
+    /// The misses per sample expected of the L1i of [`L1I`] (32 KiB, 8-way, 64 B lines, LRU)
+    /// ([`super::cache_sets`]): each hot line fetched as often as its hottest code runs, by
+    /// sampled basic block where the profile has them, else decaying from each function's
+    /// entry. Layouts that put hot code in the same sets, or spread it over more lines, score
+    /// worse; it compares layouts of one profile and may pass 1.
     pub icache_overflow: f64,
 }
 
@@ -185,7 +186,7 @@ fn hottest_pages(
     share: f64,
     list: usize,
 ) -> (u64, Vec<u64>) {
-    let mass = block_mass(graph, at, page);
+    let mass = block_mass(graph, at, page, Heat::Samples);
     let shared = mass.shared.into_iter().map(|(p, m)| Run {
         first: p,
         count: 1,
@@ -219,7 +220,7 @@ fn hottest_pages(
 /// each function's samples spread evenly over its bytes, in block order: the heat map of
 /// `hottext report`.
 pub fn samples_by_block(graph: &Graph, at: &Placement, block: u64) -> Vec<(u64, f64)> {
-    let mass = block_mass(graph, at, block);
+    let mass = block_mass(graph, at, block, Heat::Samples);
     let mut blocks: foldhash::HashMap<u64, f64> = mass.shared;
     for run in mass.runs {
         for b in run.first..run.first + run.count {

@@ -22,6 +22,10 @@ use crate::parallel::join;
 /// 64 B line.
 pub const PADDINGS: [u64; 4] = [0, 16, 32, 48];
 
+/// Relative differences of the modelled figure below this are float rounding (sums of the same
+/// terms in another order).
+const ROUNDING: f64 = 1e-9;
+
 /// One placement of the order, modelled.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlacementCandidate {
@@ -29,7 +33,7 @@ pub struct PlacementCandidate {
     pub alignment: Alignment,
     /// Bytes after `__hot_start` (and any `--hot-offset`) before the first function.
     pub start_padding: u64,
-    /// The modelled L1i figure: the share of samples their cache set cannot hold.
+    /// The modelled L1i figure: expected misses per sample ([`super::cache_sets`]).
     pub icache_overflow: f64,
     /// `1 - calls_within_4k`, as for the algorithms: padding moves calls across pages.
     pub score: f64,
@@ -50,9 +54,10 @@ pub struct PlacementChoice {
 
 /// Scores `order` under every alignment and padding ([`PADDINGS`]) on top of `base` (whose
 /// alignment is the first candidate's and whose `hot_offset` every candidate keeps), and keeps
-/// `base` unless another candidate models more than `TIE` (1 %) fewer L1i overflow without more
+/// `base` unless another candidate models more than `TIE` (1 %) fewer L1i misses without more
 /// than `TIE` (1 %) more calls leaving their page: the default output stays as it was where no
-/// alignment pays. Among those that pay, the lowest overflow, then the earliest.
+/// alignment pays. Among those that pay, the fewest misses (beyond float rounding), then the
+/// earliest.
 pub fn choose_placement(graph: &Graph, order: &[FuncId], base: ScriptPlacement) -> PlacementChoice {
     let mut alignments = vec![base.alignment];
     if base.alignment != Alignment::CACHE_LINES {
@@ -118,7 +123,9 @@ fn best(candidates: &[PlacementCandidate]) -> usize {
     let mut pick = 0;
     for (i, c) in candidates.iter().enumerate().skip(1) {
         let pays = c.icache_overflow < base.icache_overflow * (1.0 - TIE) && c.score <= score_bound;
-        if pays && c.icache_overflow < candidates[pick].icache_overflow {
+        // Lower by more than float rounding: placements that model the same (paddings that only
+        // move whole-line-aligned functions) keep the earliest, not whichever summed lower.
+        if pays && c.icache_overflow < candidates[pick].icache_overflow * (1.0 - ROUNDING) {
             pick = i;
         }
     }

@@ -287,10 +287,11 @@ fn metrics_count_pages_across_a_boundary() {
 
 #[test]
 fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
-    // Nine hot 64 B functions: back to back they use nine sets; 4 KiB apart they all land in
-    // one set of the 8-way L1i, and the coldest of the nine does not fit.
-    let mut funcs: Vec<(String, u64, u64)> =
-        (0..9).map(|i| (format!("f{i}"), 64, 10 + i)).collect();
+    // Nine equally hot 64 B functions: back to back they use nine sets; 4 KiB apart they all
+    // land in one set of the 8-way L1i, which misses one line's worth of their fetches: at least
+    // one function's samples (a line is fetched at least as often as its hottest byte runs),
+    // less than two.
+    let mut funcs: Vec<(String, u64, u64)> = (0..9).map(|i| (format!("f{i}"), 64, 10)).collect();
     funcs.push(("pad".into(), 4096 - 64, 0));
     let named: Vec<(&str, u64, u64)> = funcs.iter().map(|(n, s, w)| (n.as_str(), *s, *w)).collect();
     let g = graph(&named, &[]);
@@ -304,9 +305,8 @@ fn icache_overflow_counts_hot_lines_beyond_a_sets_ways() {
         *slot = Some(StatedAddr(i as u64 * 4096));
     }
     let spread = measure(&g, &at);
-    let total: f64 = (10..19).map(|w| w as f64).sum();
     assert!(
-        (spread.icache_overflow - 10.0 / total).abs() < 1e-9,
+        spread.icache_overflow >= 10.0 / 90.0 && spread.icache_overflow < 20.0 / 90.0,
         "{}",
         spread.icache_overflow
     );
@@ -320,8 +320,9 @@ fn icache_overflow_of_a_huge_function_takes_no_time() {
     let at = place_in_order(&g, &ids([0, 1]), 1);
     let overflow = super::cache_sets::set_conflicts(&g, &at, crate::caches::L1I).share();
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
-    // Each set keeps 8 of its 2^28 equal lines of `huge`, and `small`'s hotter line.
-    assert!(overflow > 0.89 && overflow < 0.9, "{overflow}");
+    // `huge`'s samples decay from its entry: its head and `small` fit the sets, and what
+    // misses is the sliver of samples on its 2^34 other lines.
+    assert!(overflow > 0.0 && overflow < 0.01, "{overflow}");
 }
 
 #[test]

@@ -163,14 +163,14 @@ fn figures(h: &mut String, r: &Report) {
         h.push_str("</table>");
     }
     if !r.candidates.is_empty() {
-        h.push_str("<h2>Candidate orders (--algorithm auto)</h2><table class=\"candidates\"><tr><th>algorithm</th><th>calls leaving their page</th><th>L1i overflow</th><th>4 KiB pages for 99%</th><th></th></tr>");
+        h.push_str("<h2>Candidate orders (--algorithm auto)</h2><table class=\"candidates\"><tr><th>algorithm</th><th>calls leaving their page</th><th>L1i misses per sample (modelled)</th><th>4 KiB pages for 99%</th><th></th></tr>");
         for (name, score, overflow, pages, chosen) in &r.candidates {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{:.1}%</td><td>{:.2}%</td><td>{pages}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{:.1}%</td><td>{:.4}</td><td>{pages}</td><td>{}</td></tr>",
                 esc(name),
                 100.0 * score,
-                100.0 * overflow,
+                overflow,
                 if *chosen { "chosen" } else { "" }
             );
         }

@@ -22,7 +22,7 @@ pub struct Report {
     pub heat_maps: Vec<HeatMap>,
     /// Layout figures (`order --json`): label, the current layout's, the chosen one's.
     pub figures: Vec<(String, String, String)>,
-    /// `--algorithm auto`'s candidates: algorithm, modelled score, i-cache overflow, 4 KiB pages
+    /// `--algorithm auto`'s candidates: algorithm, modelled score, L1i misses per sample, 4 KiB pages
     /// for 99 %, chosen.
     pub candidates: Vec<(String, f64, f64, u64, bool)>,
     /// The A/B figures of every comparison given.

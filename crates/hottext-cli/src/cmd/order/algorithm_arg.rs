@@ -10,7 +10,7 @@ pub(super) fn parser() -> impl TypedValueParser<Value = Ordering> {
     let tried: Vec<&str> = auto::candidates().map(|a| a.name).collect();
     let auto_help = format!(
         "Order with each of {}, keep the layout the profile's model scores best (the share of call \
-         weight that leaves its 4 KiB page, then the modelled L1i overflow)",
+         weight that leaves its 4 KiB page, then the modelled L1i misses)",
         tried.join(", ")
     );
     let choices = std::iter::once(PossibleValue::new("auto").help(auto_help)).chain(

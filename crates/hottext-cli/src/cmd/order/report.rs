@@ -241,7 +241,7 @@ fn print_candidates(err: &mut dyn Write, candidates: &[Candidate]) -> std::io::R
     writeln!(
         err,
         "  --algorithm auto (modelled):  {:>18} {:>14} {:>16}",
-        "calls leaving page", "L1i overflow", "4 KiB pages 99%"
+        "calls leaving page", "L1i misses", "4 KiB pages 99%"
     )?;
     for c in candidates {
         let mark = if c.chosen { "chosen" } else { "" };
@@ -251,7 +251,8 @@ fn print_candidates(err: &mut dyn Write, candidates: &[Candidate]) -> std::io::R
             mark,
             c.algorithm,
             format!("{:.1}%", 100.0 * c.score),
-            format!("{:.2}%", 100.0 * c.metrics.icache_overflow),
+            // Modelled misses per sample (`icache_overflow`): they compare layouts.
+            format!("{:.4}", c.metrics.icache_overflow),
             c.metrics.pages_4k_99
         )?;
     }
@@ -263,7 +264,7 @@ fn print_placements(err: &mut dyn Write, placements: &[PlacementCandidate]) -> s
     writeln!(
         err,
         "  placement (modelled):         {:>18} {:>14}",
-        "calls leaving page", "L1i overflow"
+        "calls leaving page", "L1i misses"
     )?;
     for c in placements {
         let mark = if c.chosen { "chosen" } else { "" };
@@ -277,7 +278,7 @@ fn print_placements(err: &mut dyn Write, placements: &[PlacementCandidate]) -> s
             mark,
             format!("{alignment} +{} B", c.start_padding),
             format!("{:.1}%", 100.0 * c.score),
-            format!("{:.2}%", 100.0 * c.icache_overflow),
+            format!("{:.4}", c.icache_overflow),
         )?;
     }
     Ok(())
