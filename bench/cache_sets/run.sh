@@ -17,7 +17,8 @@
 #
 # Environment: BUILD (default build/cache-sets), DEMO (gen.py's size, default
 # "FUNCTIONS=10000 TEXT_MB=16 UNITS=16"; "" for bench/demo's 40 000 functions), SIM_REQUESTS
-# (default 20000; the baseline runs a tenth), OFFSETS (default "0 64 128 192"), CONFIGS
+# (default 20000; the baseline runs a tenth), RECORD_REQUESTS (the recorded run, default 4000000:
+# 200 000 gave only 443 samples, too few for the model), OFFSETS (default "0 64 128 192"), CONFIGS
 # (default "compiled+0 compiled+32 lines+0 lines+32"; each takes about 10 minutes of simulation
 # on a busy 2-vCPU machine). A rerun keeps the links and simulations whose scripts did not change.
 #   bash bench/cache_sets/run.sh
@@ -27,6 +28,7 @@ root=$(cd "$here/../.." && pwd)
 build=${BUILD:-$root/build/cache-sets}
 demo=${DEMO-FUNCTIONS=10000 TEXT_MB=16 UNITS=16}
 sim_requests=${SIM_REQUESTS:-20000}
+record_requests=${RECORD_REQUESTS:-4000000}
 offsets=${OFFSETS:-0 64 128 192}
 configs=${CONFIGS:-compiled+0 compiled+32 lines+0 lines+32}
 hottext=$root/target/release/hottext
@@ -47,7 +49,7 @@ step "objects, baseline, recording"
 demo_make -j2 objs >"$build/objs.log" 2>&1 || { tail -20 "$build/objs.log"; exit 1; }
 demo_make link LINKER=bfd OUT="$build/base" >/dev/null
 if [ ! -s "$build/demo.profile" ]; then
-    "$hottext" record -o "$build/perf.data" -- "$build/base" --requests 200000 >/dev/null
+    "$hottext" record -o "$build/perf.data" -- "$build/base" --requests "$record_requests" >/dev/null
     "$hottext" profile "$build/perf.data" --binary "$build/base" -o "$build/demo.profile"
 fi
 
