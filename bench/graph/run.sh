@@ -20,14 +20,16 @@
 #        none   perf record without -g (samples only)
 #      and read by hottext (`hottext profile`) and by perf itself (perf_edges.py: perf script's
 #      frames, same edge definition, no repair); a reader that fails is a row with its exit status
-#      and message, not a figure
+#      and message, not a figure; `none` is also read by BOLT 19 (perf2bolt -nl, the call graph
+#      llvm-bolt builds to order functions, bolt_edges.py): the binaries are linked with
+#      --emit-relocs, without which llvm-bolt does not reorder functions
 #   4. compare.py on each reading: weighted overlap, top-50 recall, top-50 agreement, self overlap,
 #      caller attribution, and the floors sampling noise sets to overlap and self
 #
 # Environment: BUILD (default build/graph), FREQ (sampling Hz, default 20000), TAIL_REQUESTS
 # (default 20000000), TAIL_REPEAT (1), DEMO_REQUESTS (default 500000), DEMO_REPEAT (5), HOTTEXT
-# (default the release binary of CARGO_TARGET_DIR or target/), PG_DIR, PG_TX, PG_PORT (see
-# postgres.sh).  Leaves every file in BUILD/<program>/; the table is also in BUILD/table.md.
+# (default the release binary of CARGO_TARGET_DIR or target/), BOLT_BIN (llvm-bolt's directory,
+# default /usr/lib/llvm-19/bin), PG_DIR, PG_TX, PG_PORT (see postgres.sh).  Leaves every file in BUILD/<program>/; the table is also in BUILD/table.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -40,11 +42,14 @@ demo_requests=${DEMO_REQUESTS:-500000}
 tail_repeat=${TAIL_REPEAT:-1}
 demo_repeat=${DEMO_REPEAT:-5}
 hottext=${HOTTEXT:-${CARGO_TARGET_DIR:-$root/target}/release/hottext}
+bolt_bin=${BOLT_BIN:-/usr/lib/llvm-19/bin}
 mkdir -p "$build"
 table=$build/table.md
 
-for tool in "$hottext" valgrind perf gcc-12 objdump python3; do
-    command -v "$tool" >/dev/null || { echo "bench-graph: $tool is missing" >&2; exit 2; }
+tools=("$hottext" valgrind perf gcc-12 objdump python3)
+case " $modes " in *" none "*) tools+=("$bolt_bin/perf2bolt" "$bolt_bin/llvm-bolt") ;; esac
+for tool in "${tools[@]}"; do
+    command -v "$tool" >/dev/null || { echo "bench-graph: $tool is missing (BOLT: apt-get install bolt-19)" >&2; exit 2; }
 done
 step() { printf '== %s  (%s)\n' "$*" "$(date +%T)" >&2; }
 # shellcheck source=bench/graph/postgres.sh
@@ -74,7 +79,7 @@ prepare_demo() {
     make --no-print-directory -C "$root/examples/demo-service" BUILD="$dir" -j2 objs >"$dir/objs.log" 2>&1 ||
         { tail -20 "$dir/objs.log"; exit 1; }
     make --no-print-directory -C "$root/examples/demo-service" BUILD="$dir" link LINKER=bfd \
-        OUT="$dir/demo" >/dev/null
+        LDEXTRA=-Wl,--emit-relocs OUT="$dir/demo" >/dev/null
     bin=$dir/demo
     cmd=("$bin" --requests "$demo_requests")
     repeat=$demo_repeat
@@ -138,6 +143,25 @@ read_perf() {
     fi
 }
 
+# read_bolt MODE DATA: BOLT 19's call graph of a recording without call chains (bolt_edges.py:
+# what it weighs and how it is made comparable).
+read_bolt() {
+    local mode=$1 data=$2 stage
+    for stage in perf2bolt llvm-bolt convert; do
+        case $stage in
+            perf2bolt) "$bolt_bin/perf2bolt" -nl -p "$data" -o "$dir/$mode.fdata" "$bin" ;;
+            llvm-bolt) "$bolt_bin/llvm-bolt" "$bin" -o "$dir/$mode.bolt" -data="$dir/$mode.fdata" \
+                -reorder-functions=cdsort --dump-cg="$dir/$mode.cg.dot" ;;
+            convert) python3 "$here/bolt_edges.py" "$dir/$mode.cg.dot" "$dir/$mode.fdata" >"$dir/$mode.bolt.edges" ;;
+        esac >"$dir/$mode.$stage.log" 2>&1 || {
+            row "$program" "$mode" bolt "$stage failed: $(grep -m1 -i -E 'error|bolt_edges' "$dir/$mode.$stage.log" | cut -c1-160)"
+            return
+        }
+    done
+    rm -f "$dir/$mode.bolt"  # only its call graph is read
+    row "$program" "$mode" bolt "$dir/$mode.bolt.edges"
+}
+
 echo "| program | mode | reader | overlap | recall50 | top50 | self | callers | floor | self floor |" \
     "edges truth / read |" | tee "$table"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" | tee -a "$table"
@@ -165,6 +189,7 @@ for program in $programs; do
         fi
         read_hottext "$mode" "$data"
         read_perf "$mode" "$data"
+        [ "$mode" != none ] || read_bolt "$mode" "$data"
     done
 done
 echo "hottext $("$hottext" --version 2>/dev/null | head -1), commit $(git -C "$root" rev-parse --short HEAD); files in $build" >&2

@@ -277,3 +277,39 @@ fn compare_folds_file_qualified_names_and_skips_blocks() {
     assert_eq!(figure(&got, "overlap"), 1.0, "{got:?}");
     assert_eq!(figure(&got, "self"), 1.0, "{got:?}");
 }
+
+/// bolt_edges.py splits each callee's self samples (perf2bolt -nl's profile) over its callers by
+/// BOLT's call weights (llvm-bolt --dump-cg), in whole samples that add up; it cuts BOLT's `/N`
+/// and `(*N)` off local names, and leaves out weightless calls and nodes BOLT does not print (no
+/// samples). The text is as llvm-bolt 19 writes it (bolt-19 is not a test prerequisite).
+#[test]
+fn bolt_call_graph_splits_self_samples_by_call_weights() {
+    require("python3", &["--version"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let dot = write(
+        dir,
+        "cg.dot",
+        "digraph g {\n\
+         f0 [label=\"route\\nsamples=9000\\nsize=66\"];\n\
+         f1 [label=\"mid_a\\nsamples=2000\\nsize=90\"];\n\
+         f2 [label=\"leaf/1(*2)\\nsamples=7000\\nsize=74\"];\n\
+         f0 -> f1 [label=\"normWgt=0.000,weight=2000,callOffset=4000.0\"];\n\
+         f0 -> f2 [label=\"normWgt=0.000,weight=1000,callOffset=9000.0\"];\n\
+         f1 -> f2 [label=\"normWgt=0.000,weight=2000,callOffset=8000.0\"];\n\
+         f1 -> f7 [label=\"normWgt=0.000,weight=0,callOffset=0.0\"];\n\
+         f7 -> f1 [label=\"normWgt=0.000,weight=0,callOffset=0.0\"];\n\
+         }\n",
+    );
+    let fdata = write(
+        dir,
+        "p.fdata",
+        "no_lbr cpu-clock:u:\n1 route 0 3\n1 mid_a 4 5\n1 leaf/a.c/1 0 6\n1 leaf/a.c/1 9 1\n",
+    );
+    let edges = python(dir, "bolt_edges.py", &[&dot, &fdata]);
+    assert_eq!(
+        edges,
+        "self leaf 7\nself mid_a 5\nself route 3\n\
+         call mid_a leaf 5\ncall route leaf 2\ncall route mid_a 5\n",
+    );
+}
