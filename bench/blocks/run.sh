@@ -35,7 +35,9 @@
 # `default` (tps / requests/s). MEASURE defaults to 0: timings on a machine shared with other
 # work mean nothing.
 #
-# Environment: WORK (default /tmp/hottext-blocks-bench), TARGETS, ARMS, OFFSETS (default
+# Environment: WORK (default /tmp/hottext-blocks-bench), TARGETS, ARMS, SPLIT_FLAGS (options of
+# the split arm's `hottext order --format clang-bb-sections`, e.g. "--min-split-samples 2"; the
+# cluster file is written again only when the split binaries are older than it), OFFSETS (default
 # "0 64 128 192"), MEASURE (0), RUNS (timed rounds, 10), JOBS (simulations at once, 2), REUSE
 # (1: the recordings already in WORK are used again, the default binary being the same, and so
 # are the simulated pairs already there, sim-A--B.json, and the split arm's binaries: a new arm
@@ -117,7 +119,8 @@ bench_target() {
             echo "split: reusing the split-at-* binaries in $w (built from $w/clusters.txt)"
             ln -sf "split-at-${offsets%% *}" "$w/split"
         else
-            order --format clang-bb-sections -o "$w/clusters.txt" 2>"$w/order-split.log"
+            # shellcheck disable=SC2086 # SPLIT_FLAGS: options, split on spaces
+            order --format clang-bb-sections ${SPLIT_FLAGS:-} -o "$w/clusters.txt" 2>"$w/order-split.log"
             t_split_objects "$w/clusters.txt"
             for o in $offsets; do
                 order --format ld-script --hot-offset "$o" -o "$w/split-at-$o.ld" 2>>"$w/order-split.log"

@@ -1,6 +1,7 @@
 //! Block counts from a real recording: a clang 19 program with a block map, recorded by perf,
 //! profiled by hottext; the block of the hot loop has samples, the block of the branch that
-//! never runs has none, and the profile says v4.
+//! never runs has none (nor is it inferred to have run), the entry block is there (sampled, or
+//! inferred with 0 samples), and the profile says v4.
 
 mod common;
 
@@ -124,7 +125,13 @@ fn the_hot_loops_block_has_samples_and_the_cold_branchs_none() {
     assert_eq!(
         samples_of(cold),
         None,
-        "the cold block {cold} has samples:\n{profile}"
+        "the cold block {cold} has samples, or was inferred to have run:\n{profile}"
+    );
+    // `work` is entered once and loops long: its entry block ran, sampled or not; unsampled,
+    // it is inferred (it dominates the loop) and written with 0 samples.
+    assert!(
+        samples_of(0).is_some(),
+        "the entry block of work is not in the profile:\n{profile}"
     );
 
     let top = hottext(

@@ -48,7 +48,7 @@ pub fn profile(data: &[u8]) -> bool {
                     at: None,
                     origin: Origin::Profile("fuzz"),
                     max_pages: 8,
-                    min_block_share: crate::link::DEFAULT_MIN_BLOCK_SHARE,
+                    split: crate::link::SplitRule::default(),
                     progress: &|_| {},
                 };
                 // Refused names and `ranges` without a binary are errors, not panics.

@@ -17,7 +17,10 @@
 //! lines of a call follow its `call` line, by increasing offset (a [`CallSite`] says what they
 //! mean). `block` lines come last, by function name and block id: the samples of one basic
 //! block, by the id, offset and size the binary's `.llvm_bb_addr_map` gives it (a
-//! [`BlockSamples`]); a block lies inside its function, and a function names a block once.
+//! [`BlockSamples`]); a block lies inside its function, and a function names a block once. A
+//! `block` line with 0 samples is a block that ran but drew no sample: `profile` inferred it
+//! from the function's control flow (it dominates or post-dominates a sampled block), or a
+//! merge scaled its samples down to none; a block that never ran has no line.
 //! Numbers are decimal. Unknown `#` lines are kept as headers and otherwise ignored; any other
 //! malformed line is an error naming its number.
 //!

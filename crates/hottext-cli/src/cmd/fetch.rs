@@ -188,7 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         at: None,
         origin: source.as_deref().map_or(Origin::NoProfile, Origin::Profile),
         max_pages: 0,
-        min_block_share: link::DEFAULT_MIN_BLOCK_SHARE,
+        split: link::SplitRule::default(),
         progress: &|_| (),
     };
     let graph = fetched.as_ref().map_or(&empty, |f| &f.graph);

@@ -31,6 +31,15 @@ pub const SHT_LLVM_BB_ADDR_MAP: u32 = 0x6fff_4c0a;
 /// Section type of the first encoding (clang 14-15), without version or feature bytes.
 pub const SHT_LLVM_BB_ADDR_MAP_V0: u32 = 0x6fff_4c08;
 
+/// [`BlockEntry::flags`]: the block ends in a return.
+pub const FLAG_RETURN: u8 = 1;
+/// [`BlockEntry::flags`]: the block ends in a tail call.
+pub const FLAG_TAIL_CALL: u8 = 1 << 1;
+/// [`BlockEntry::flags`]: the block is an exception landing pad (entered by the unwinder).
+pub const FLAG_EH_PAD: u8 = 1 << 2;
+/// [`BlockEntry::flags`]: control can fall through from the block's end into the next one.
+pub const FLAG_CAN_FALL_THROUGH: u8 = 1 << 3;
+
 /// The newest version this reader knows.
 const NEWEST_VERSION: u8 = 2;
 

@@ -245,7 +245,17 @@ int main(int argc, char **argv) {
 /// Builds a small program (`work` has a hot loop and a cold branch) with clang 19, its block
 /// map and `flags` in `dir` as `name`.
 pub(crate) fn clang(dir: &Path, name: &str, flags: &[&str]) -> std::path::PathBuf {
-    std::fs::write(dir.join("p.c"), PROGRAM).unwrap();
+    clang_source(dir, name, PROGRAM, flags)
+}
+
+/// Builds the C program `source` with clang 19 as [`clang`] does.
+pub(crate) fn clang_source(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    flags: &[&str],
+) -> std::path::PathBuf {
+    std::fs::write(dir.join("p.c"), source).unwrap();
     let out = dir.join(name);
     let built = Command::new("clang-19")
         .args(["-O2", "-ffunction-sections", "-fbasic-block-address-map", "-fuse-ld=lld"])

@@ -16,6 +16,8 @@ pub struct PlacedBlock {
     pub size: u64,
     /// Its id in its function's entry of the map.
     pub id: u32,
+    /// Its metadata flags ([`super::bb_addr_map::FLAG_RETURN`] and the others).
+    pub flags: u8,
 }
 
 impl PlacedBlock {
@@ -63,6 +65,7 @@ impl BlockMap {
                     start: StatedAddr(range.address.saturating_add(u64::from(b.offset))),
                     size: u64::from(b.size),
                     id: b.id,
+                    flags: b.flags,
                 })
             })
             .filter(|b| b.size > 0)

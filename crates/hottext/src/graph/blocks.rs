@@ -9,7 +9,7 @@ use foldhash::HashMap;
 
 use std::io::{self, Write};
 
-use super::{capped_sum, escaped, FuncId, Graph, GraphBuilder};
+use super::{capped_sum, escaped, Func, FuncId, Graph, GraphBuilder};
 
 /// Samples in one basic block of one function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,9 @@ pub struct BlockSamples {
     pub offset: u64,
     /// Its length in bytes.
     pub size: u64,
-    /// Samples whose address lay in the block.
+    /// Samples whose address lay in the block; 0 for a block that ran but drew no sample,
+    /// inferred from the function's control flow (it dominates or post-dominates a sampled
+    /// block) or from a merge that scaled its samples down to none.
     pub samples: u64,
 }
 
@@ -36,7 +38,7 @@ pub struct BlockCoverage {
     pub functions: usize,
     /// Their sizes, summed.
     pub bytes: u64,
-    /// The sizes of their blocks with samples, summed.
+    /// The sizes of their blocks that ran (sampled, or inferred with 0 samples), summed.
     pub bytes_run: u64,
 }
 
@@ -58,10 +60,7 @@ impl Graph {
         for function in self.blocks.chunk_by(|a, b| a.func == b.func) {
             coverage.functions += 1;
             coverage.bytes += self.funcs[function[0].func.index()].size;
-            coverage.bytes_run += (function.iter())
-                .filter(|b| b.samples > 0)
-                .map(|b| b.size)
-                .sum::<u64>();
+            coverage.bytes_run += function.iter().map(|b| b.size).sum::<u64>();
         }
         coverage
     }
@@ -129,11 +128,15 @@ impl GraphBuilder {
     }
 }
 
-/// The sums as the graph keeps them: sorted, without empty blocks.
-pub(super) fn sorted(sums: BlockSums) -> Vec<BlockSamples> {
+/// The sums as the graph keeps them: sorted, only the blocks that lie inside their function
+/// (`funcs`, by id): one that reaches past its end was counted in another build of it. A block
+/// with 0 samples stays: it ran, inferred from the code, not sampled.
+pub(super) fn sorted(sums: BlockSums, funcs: &[Func]) -> Vec<BlockSamples> {
     let mut blocks: Vec<BlockSamples> = sums
         .into_iter()
-        .filter(|(_, sum)| sum.samples > 0)
+        .filter(|((func, _), sum)| {
+            (sum.offset.checked_add(sum.size)).is_some_and(|end| end <= funcs[func.index()].size)
+        })
         .map(|((func, block), sum)| BlockSamples {
             func,
             block,
@@ -160,6 +163,8 @@ mod tests {
         b.add_block_samples(f, 0, 0, 12, 4);
         b.add_block_samples(f, 2, 40, 24, 2);
         b.add_block_samples(g, 1, 4, 12, 0);
+        // Past g's 32 bytes: counted in another build of g.
+        b.add_block_samples(g, 4, 28, 16, 3);
         let graph = b.finish();
         let of = |id| -> Vec<(u32, u64, u64, u64)> {
             graph
@@ -169,26 +174,31 @@ mod tests {
                 .collect()
         };
         assert_eq!(of(f), [(0, 0, 12, 4), (2, 40, 24, 3)]);
-        assert_eq!(of(g), [(3, 16, 8, 5)]);
-        assert_eq!(graph.blocks().len(), 3);
+        assert_eq!(
+            of(g),
+            [(1, 4, 12, 0), (3, 16, 8, 5)],
+            "a block that ran unsampled stays"
+        );
+        assert_eq!(graph.blocks().len(), 4);
         let coverage = graph.block_coverage();
         assert_eq!(
             (coverage.functions, coverage.bytes, coverage.bytes_run),
-            (2, 96, 44)
+            (2, 96, 56)
         );
-        assert!((coverage.share() - 44.0 / 96.0).abs() < 1e-12);
+        assert!((coverage.share() - 56.0 / 96.0).abs() < 1e-12);
     }
 
     /// A v4 profile in canonical form: blocks last, by function name and block id.
     const V4: &str = "# hottext profile v4\n# build-id: ab\n\
         fn hot%20loop 64 9\nfn main 32 1\ncall main hot%20loop 9\n\
-        block hot%20loop 0 0 12 1\nblock hot%20loop 2 40 24 8\nblock main 1 8 4 1\n";
+        block hot%20loop 0 0 12 1\nblock hot%20loop 1 12 28 0\nblock hot%20loop 2 40 24 8\nblock main 1 8 4 1\n";
 
     #[test]
     fn a_profile_with_blocks_is_v4_and_round_trips_byte_identical() {
         let graph = Graph::read(V4.as_bytes()).unwrap();
-        assert_eq!(graph.blocks().len(), 3);
-        assert_eq!(graph.blocks_of(FuncId(0))[1].samples, 8);
+        assert_eq!(graph.blocks().len(), 4);
+        assert_eq!(graph.blocks_of(FuncId(0))[1].samples, 0);
+        assert_eq!(graph.blocks_of(FuncId(0))[2].samples, 8);
         let mut out = Vec::new();
         graph.write(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), V4);

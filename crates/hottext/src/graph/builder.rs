@@ -83,7 +83,8 @@ impl GraphBuilder {
 
     /// The graph. Of each call's sites it keeps the [`MAX_SITES_PER_CALL`] heaviest (ties: the
     /// lower offset) that lie inside the caller and whose weights fit in the call's; the weight
-    /// of the others stays in the call without a site.
+    /// of the others stays in the call without a site. Of the blocks it keeps those that lie
+    /// inside their function.
     pub fn finish(mut self) -> Graph {
         let mut calls: Vec<Call> = std::mem::take(&mut self.calls)
             .into_iter()
@@ -96,7 +97,7 @@ impl GraphBuilder {
         calls.sort_unstable_by_key(|c| (c.caller, c.callee));
         self.graph.sites = self.kept_sites(&calls);
         self.graph.calls = calls;
-        self.graph.blocks = blocks::sorted(std::mem::take(&mut self.blocks));
+        self.graph.blocks = blocks::sorted(std::mem::take(&mut self.blocks), &self.graph.funcs);
         self.graph
     }
 

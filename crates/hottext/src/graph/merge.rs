@@ -148,17 +148,20 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
                 b.add_site(caller, callee, s.offset, w);
             }
         }
+        // A block that ran stays, with 0 samples where it had none or its samples scaled down
+        // to none, as long as its function keeps samples (the functions above).
         for block in &part.blocks {
             let w = scaled(block.samples);
-            if w == 0 {
+            if w == 0 && index > 0 && scaled(part.funcs[block.func.index()].samples) == 0 {
                 continue;
             }
             let func = declare(&mut b, block.func.index());
             let place = (block.offset, block.size);
             let first = *block_places.entry((func, block.block)).or_insert(place);
             // Another place is other code (a part not fitted to the same binary): its samples
-            // would count the wrong bytes. The size is the first part's too.
-            if first == place && block.offset + block.size <= b.size_of(func) {
+            // would count the wrong bytes. The size is the first part's too, and a block past
+            // it is left out by the builder.
+            if first == place {
                 b.add_block_samples(func, block.block, block.offset, block.size, w);
             }
         }

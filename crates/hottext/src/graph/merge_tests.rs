@@ -166,13 +166,14 @@ fn merged_counts_stay_within_what_the_reader_takes() {
 #[test]
 fn block_samples_are_summed_by_the_parts_weights_where_the_blocks_agree() {
     let v4 = |text: &str| Graph::read(format!("# hottext profile v4\n{text}").as_bytes()).unwrap();
-    let new = v4("fn f 64 10\nblock f 0 0 16 6\nblock f 2 40 24 4\n");
+    // Block 1 ran, inferred, unsampled: it stays so.
+    let new = v4("fn f 64 10\nblock f 0 0 16 6\nblock f 1 16 24 0\nblock f 2 40 24 4\n");
     let old = v4("fn f 64 20\nfn g 8 4\nblock f 0 0 16 10\nblock f 2 40 20 10\nblock g 1 0 8 4\n");
     let merged = merge(&new, &old, 0.5);
     assert_eq!(
         text(&merged),
         "# hottext profile v4\nfn f 64 20\nfn g 8 2\n\
-         block f 0 0 16 11\nblock f 2 40 24 4\nblock g 1 0 8 2\n",
+         block f 0 0 16 11\nblock f 1 16 24 0\nblock f 2 40 24 4\nblock g 1 0 8 2\n",
         "block 2 lies elsewhere in the old part: its samples are not added"
     );
 }

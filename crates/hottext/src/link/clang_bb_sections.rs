@@ -33,11 +33,10 @@
 //! function does not have is ignored without a word, and a function the module lacks is
 //! skipped: a cluster file from an older build of the source never makes a wrong binary
 //! (block sections only move code; clang adds the jumps a move needs), it only splits a
-//! changed function less well until it is profiled again. A function whose sampled blocks
-//! reach past its size in the binary the profile was fitted to is from another build of that
-//! function: it is left out here ([`Clusters::stale`]) and stays whole. Fitted to a binary,
-//! blocks survive only where the function's code and block map are unchanged
-//! (`graph::fit`), so this is the check of a profile used without one.
+//! changed function less well until it is profiled again. A block that reaches past its
+//! function's size was counted in another build of it: no graph keeps one (`GraphBuilder::finish`,
+//! the profile's reader). Fitted to a binary, blocks survive only where the function's code and
+//! block map are unchanged (`graph::fit`).
 //!
 //! A split build profiled again: its samples in `NAME.cold` are counted under that part, in
 //! its blocks, by the ids of `NAME`'s block map entry (ids are unique across a function's
@@ -94,6 +93,32 @@ pub(crate) static FORMAT: Format = Format {
 /// and come back. A higher share trades such jumps for a smaller hot range.
 pub const DEFAULT_MIN_BLOCK_SHARE: f64 = 0.0;
 
+/// By default a function with any block sample is split: functions under this many samples in
+/// their blocks stay whole only when asked (`--min-split-samples`). On a sparse recording most
+/// blocks that ran drew no sample, and a function split from one or two samples runs its split
+/// part on most calls (bench/RESULTS.md, "Blocks that must have run").
+pub const DEFAULT_MIN_SPLIT_SAMPLES: u64 = 1;
+
+/// Which blocks a cluster file keeps in the hot part and which functions it splits at all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SplitRule {
+    /// The share of its function's block samples a sampled block needs to stay
+    /// ([`DEFAULT_MIN_BLOCK_SHARE`]).
+    pub min_block_share: f64,
+    /// The samples a function's blocks need, summed, for the function to be split; under it
+    /// the function stays whole ([`DEFAULT_MIN_SPLIT_SAMPLES`]).
+    pub min_function_samples: u64,
+}
+
+impl Default for SplitRule {
+    fn default() -> SplitRule {
+        SplitRule {
+            min_block_share: DEFAULT_MIN_BLOCK_SHARE,
+            min_function_samples: DEFAULT_MIN_SPLIT_SAMPLES,
+        }
+    }
+}
+
 /// What a cluster file splits, by the profile's block sizes (an estimate: clang adds a jump
 /// where a kept block fell through to a split one).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -111,8 +136,9 @@ pub struct Clusters {
     pub hot_bytes_after: u64,
     /// Hot functions without block counts (a gcc build, a profile without blocks): left whole.
     pub without_blocks: u64,
-    /// Functions whose blocks reach past their size: from another build, left whole.
-    pub stale: Vec<String>,
+    /// Hot functions whose blocks drew fewer samples than [`SplitRule::min_function_samples`]:
+    /// left whole.
+    pub sparse: u64,
     /// Functions sharing a symbol with another hot function: left whole.
     pub namesakes: Vec<String>,
 }
@@ -144,19 +170,18 @@ fn plan<'a>(laid: &'a Laid) -> (Vec<Cluster<'a>>, Clusters) {
         let blocks: Vec<(usize, BlockSamples)> = (ranges.iter().enumerate())
             .flat_map(|(range, &id)| graph.blocks_of(id).iter().map(move |b| (range, *b)))
             .collect();
-        let stale =
-            (ranges.iter()).any(|&id| reaches_past(graph.blocks_of(id), graph.funcs()[id].size));
+        let samples = (blocks.iter()).fold(0u64, |sum, (_, b)| sum.saturating_add(b.samples));
         let kept = if blocks.is_empty() {
             clusters.without_blocks += 1;
             None
-        } else if stale {
-            clusters.stale.push(func.name.clone());
+        } else if samples < laid.split.min_function_samples {
+            clusters.sparse += 1;
             None
         } else if entry.symbols().any(|s| shared.contains(s)) {
             clusters.namesakes.push(func.name.clone());
             None
         } else {
-            Some(kept_blocks(&blocks, laid.min_block_share))
+            Some(kept_blocks(&blocks, laid.split.min_block_share))
         };
         let Some(kept) = kept else {
             clusters.hot_bytes_after = clusters.hot_bytes_after.saturating_add(func.size);
@@ -199,8 +224,11 @@ fn splits(laid: &Laid) -> Clusters {
 
 /// The blocks of one function that stay in its hot part, in the order the profiled binary
 /// lays them out (by range: the function's own, then its parts'; then by offset and id): the
-/// entry block if sampled (it stays whatever its share), and those with at least
-/// `min_block_share` of the function's block samples.
+/// entry block if sampled (it stays whatever its share), those that ran unsampled (0 samples:
+/// `profile` inferred that they ran whenever a sampled block of the function did), and those
+/// with at least `min_block_share` of the function's block samples. An inferred block stays
+/// under any share: it ran at least as often as a sampled one, and split out it would cost a
+/// jump out of the hot range and back on every such run.
 fn kept_blocks(blocks: &[(usize, BlockSamples)], min_block_share: f64) -> Vec<BlockSamples> {
     let total = blocks
         .iter()
@@ -208,7 +236,7 @@ fn kept_blocks(blocks: &[(usize, BlockSamples)], min_block_share: f64) -> Vec<Bl
     let needed = min_block_share * total as f64;
     let mut kept: Vec<(usize, BlockSamples)> = blocks
         .iter()
-        .filter(|(_, b)| b.block == 0 || (b.samples > 0 && b.samples as f64 >= needed))
+        .filter(|(_, b)| b.block == 0 || b.samples == 0 || b.samples as f64 >= needed)
         .copied()
         .collect();
     kept.sort_by_key(|(range, b)| (*range, b.offset, b.block));
@@ -231,15 +259,6 @@ fn split_parts(graph: &Graph) -> foldhash::HashMap<&str, Vec<FuncId>> {
         }
     }
     parts
-}
-
-/// Whether a sampled block ends past the function's `size` (0: unknown, never past): then the
-/// blocks were recorded on another build of the function.
-fn reaches_past(blocks: &[BlockSamples], size: u64) -> bool {
-    size > 0
-        && blocks
-            .iter()
-            .any(|b| b.offset.saturating_add(b.size) > size)
 }
 
 /// The symbols that more than one function of `laid` answers to.

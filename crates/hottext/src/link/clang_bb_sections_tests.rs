@@ -6,9 +6,20 @@ use crate::link::{write, EmitError, Request};
 
 /// Writes the cluster file of `graph` with this threshold, and what it splits.
 fn clusters(graph: &Graph, min_block_share: f64) -> (String, Clusters) {
+    clusters_with(
+        graph,
+        SplitRule {
+            min_block_share,
+            ..SplitRule::default()
+        },
+    )
+}
+
+/// Writes the cluster file of `graph` with this rule, and what it splits.
+fn clusters_with(graph: &Graph, split: SplitRule) -> (String, Clusters) {
     let params = Params::default();
     let request = Request {
-        min_block_share,
+        split,
         ..request(FORMAT.name, &params)
     };
     let written = write(graph, &request).unwrap();
@@ -30,24 +41,32 @@ fn blocks_under_the_share_are_split_out_and_the_rest_kept_in_layout_order() {
     let mut b = GraphBuilder::default();
     let f = b.func("f", 100);
     b.add_samples(f, 1000);
-    for (block, offset, samples) in [(0, 0, 400), (5, 10, 1), (2, 20, 300), (7, 40, 299)] {
+    // Block 9 ran unsampled (inferred: 0 samples); block 4 never ran (no line).
+    let blocks = [
+        (0, 0, 400),
+        (5, 10, 1),
+        (2, 20, 300),
+        (7, 40, 299),
+        (9, 60, 0),
+    ];
+    for (block, offset, samples) in blocks {
         b.add_block_samples(f, block, offset, 10, samples);
     }
     let g = b.finish();
-    // By default every block a sample hit stays, in the order of their offsets.
+    // By default every block that ran stays, in the order of their offsets.
     let (file, summary) = clusters(&g, 0.0);
-    assert_eq!(body(&file), ["f f", "c 0 5 2 7"]);
-    assert_eq!((summary.blocks_kept, summary.sampled_blocks_split), (4, 0));
+    assert_eq!(body(&file), ["f f", "c 0 5 2 7 9"]);
+    assert_eq!((summary.blocks_kept, summary.sampled_blocks_split), (5, 0));
     // 1 of 1000 samples is exactly a share of 0.001: kept.
     let (file, _) = clusters(&g, 0.001);
-    assert_eq!(body(&file), ["f f", "c 0 5 2 7"]);
-    // A share of 1 %: the block hit once goes.
+    assert_eq!(body(&file), ["f f", "c 0 5 2 7 9"]);
+    // A share of 1 %: the block hit once goes, the inferred one stays.
     let (file, summary) = clusters(&g, 0.01);
-    assert_eq!(body(&file), ["f f", "c 0 2 7"]);
-    assert_eq!((summary.blocks_kept, summary.sampled_blocks_split), (3, 1));
+    assert_eq!(body(&file), ["f f", "c 0 2 7 9"]);
+    assert_eq!((summary.blocks_kept, summary.sampled_blocks_split), (4, 1));
     assert_eq!(
         (summary.hot_bytes_before, summary.hot_bytes_after),
-        (100, 30)
+        (100, 40)
     );
 }
 
@@ -108,19 +127,6 @@ fn aliases_share_the_f_line_and_static_namesakes_are_left_whole() {
 }
 
 #[test]
-fn blocks_past_the_functions_end_are_from_another_build() {
-    let mut b = GraphBuilder::default();
-    let changed = b.func("changed", 32);
-    b.add_block_samples(changed, 0, 0, 16, 3);
-    b.add_block_samples(changed, 4, 28, 16, 3);
-    let g = b.finish();
-    let (file, summary) = clusters(&g, 0.0);
-    assert!(body(&file).is_empty(), "{file}");
-    assert_eq!(summary.stale, ["changed"]);
-    assert_eq!(summary.hot_bytes_after, 32);
-}
-
-#[test]
 fn names_clang_could_misread_are_refused_before_the_file() {
     let mut b = GraphBuilder::default();
     let bad = b.func("f\nc 0 0", 32);
@@ -160,4 +166,27 @@ fn blocks_that_ran_in_the_split_off_part_come_back_into_the_hot_part() {
     let (file, summary) = clusters(&g, 0.2);
     assert_eq!(body(&file), ["f f", "c 0 2"]);
     assert_eq!(summary.sampled_blocks_split, 1);
+}
+
+#[test]
+fn functions_with_fewer_block_samples_than_the_rule_stay_whole() {
+    let mut b = GraphBuilder::default();
+    let sparse = b.func("sparse", 64);
+    b.add_block_samples(sparse, 2, 16, 8, 1);
+    b.add_block_samples(sparse, 3, 24, 8, 0);
+    let dense = b.func("dense", 64);
+    b.add_block_samples(dense, 0, 0, 8, 1);
+    b.add_block_samples(dense, 5, 40, 8, 1);
+    let graph = b.finish();
+    let (file, summary) = clusters(&graph, 0.0);
+    assert_eq!(body(&file), ["f sparse", "c 0 2 3", "f dense", "c 0 5"]);
+    assert_eq!(summary.sparse, 0);
+    let rule = SplitRule {
+        min_function_samples: 2,
+        ..SplitRule::default()
+    };
+    let (file, summary) = clusters_with(&graph, rule);
+    assert_eq!(body(&file), ["f dense", "c 0 5"]);
+    assert_eq!((summary.functions, summary.sparse), (1, 1));
+    assert_eq!(summary.hot_bytes_after, 64 + 16);
 }

@@ -83,8 +83,8 @@ pub(crate) struct Laid<'a> {
     pub(crate) placement: ScriptPlacement,
     /// What produced the order, for a comment where the format has comments.
     pub(crate) origin: &'a str,
-    /// The cluster file's threshold ([`super::clang_bb_sections`]).
-    pub(crate) min_block_share: f64,
+    /// What the cluster file keeps and splits ([`super::clang_bb_sections`]).
+    pub(crate) split: super::SplitRule,
 }
 
 impl Laid<'_> {

@@ -39,7 +39,9 @@ mod ranges;
 mod write;
 
 pub use crate::layout::alignment::{Alignment, ScriptPlacement};
-pub use clang_bb_sections::{Clusters, DEFAULT_MIN_BLOCK_SHARE};
+pub use clang_bb_sections::{
+    Clusters, SplitRule, DEFAULT_MIN_BLOCK_SHARE, DEFAULT_MIN_SPLIT_SAMPLES,
+};
 pub use format::{format, Format, FORMATS};
 pub use hot_list::{HotList, HotText, UnsafeNames};
 pub use markers::{host_architecture, markers_object};
@@ -256,7 +258,7 @@ fn is_split_cold_part(name: &str) -> bool {
 
 /// The symbol of the function a split cold part `name` was split off (`foo` for `foo.cold`
 /// and `foo.cold.3`), whose section `.text.unlikely.foo` holds the part.
-fn split_cold_parent(name: &str) -> Option<&str> {
+pub(crate) fn split_cold_parent(name: &str) -> Option<&str> {
     let symbol = symbol_of(name);
     // `.cold.` then digits: the digits hold no `.`, so that `.cold.` is the last one.
     let numbered = symbol.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -310,7 +312,7 @@ pub(crate) fn emit_entries(
         list: &list,
         placement,
         origin,
-        min_block_share: DEFAULT_MIN_BLOCK_SHARE,
+        split: SplitRule::default(),
     };
     let format::Writer::Order(writer) = &format.writer else {
         panic!("{} writes no order", format.name);

@@ -8,7 +8,7 @@
 use super::format::{Format, Laid, OrderWriter, Placed, Writer};
 use super::hot_list::{hot_list, HotList, HotText, UnsafeNames};
 use super::padding::{plan_padding, Padding, PaddingPlan};
-use super::{emit, Clusters, EmitError, ScriptPlacement};
+use super::{emit, Clusters, EmitError, ScriptPlacement, SplitRule};
 use crate::binary::{Binary, StatedAddr};
 use crate::graph::fit::Placement;
 use crate::graph::{FuncId, Graph};
@@ -69,9 +69,8 @@ pub struct Request<'a> {
     pub origin: Origin<'a>,
     /// The ranges file's cap on 2 MiB pages, hottest first.
     pub max_pages: usize,
-    /// The cluster file's threshold: the share of its function's block samples a block needs
-    /// to stay in the hot part ([`super::DEFAULT_MIN_BLOCK_SHARE`]).
-    pub min_block_share: f64,
+    /// What the cluster file keeps and splits.
+    pub split: SplitRule,
     /// Hears each algorithm's name before it runs.
     pub progress: &'a (dyn Fn(&str) + Sync),
 }
@@ -215,7 +214,7 @@ fn write_order<'g>(
             ..placement
         },
         origin: &origin,
-        min_block_share: request.min_block_share,
+        split: request.split,
     };
     let mut bytes = Vec::new();
     emit(writer, &laid, &mut bytes)?;

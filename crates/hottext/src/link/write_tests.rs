@@ -27,7 +27,7 @@ pub(in crate::link) fn request<'a>(name: &str, params: &'a Params) -> Request<'a
         at: None,
         origin: Origin::Profile("test"),
         max_pages: 8,
-        min_block_share: 0.0,
+        split: crate::link::SplitRule::default(),
         progress: &|_| {},
     }
 }

@@ -44,6 +44,7 @@ mod branch_filter;
 mod call_graph;
 mod callers;
 pub(crate) mod code;
+mod dominators;
 mod events;
 mod frames;
 mod function_index;
@@ -55,6 +56,7 @@ mod perf_file;
 mod perf_header;
 mod perf_sections;
 mod pipe_header;
+mod ran_blocks;
 pub mod record;
 mod record_budget;
 mod record_guard;
@@ -170,6 +172,10 @@ pub struct Stats {
     /// Of `samples_in_binary`, those in a basic block of their function by the binary's block
     /// map: the profile's `block` lines count them.
     pub samples_in_blocks: u64,
+    /// Blocks no sample hit that ran whenever a sampled block of their function ran (its
+    /// dominators and post-dominators in the function's control flow): `block` lines with 0
+    /// samples.
+    pub blocks_inferred: u64,
     /// Samples with no user-space frame (kernel threads, idle).
     pub samples_kernel_only: u64,
     /// Samples of other processes, left out by [`Options::pid`].

@@ -9,10 +9,12 @@ use super::code::{Branch, Code};
 use super::function_index::FunctionIndex;
 use super::header;
 use super::inferred;
+use super::ran_blocks;
 use super::tally::PairCounts;
 use super::{SampleKind, Stats};
-use crate::binary::{Binary, BlockMap, Function, StatedAddr};
+use crate::binary::{symbol_of, Binary, BlockMap, Function, StatedAddr};
 use crate::graph::{Graph, GraphBuilder};
+use crate::link::split_cold_parent;
 
 /// In a tallied pair: the frame below is not in the binary (or there is none).
 pub(super) const NO_CALLER: u64 = u64::MAX;
@@ -151,6 +153,11 @@ pub(super) fn resolve(
         }
     }
 
+    if let Some(map) = block_map {
+        stats.blocks_inferred =
+            add_blocks_that_ran(binary, map, &callers.code, &index, &mut counts);
+    }
+
     for (hops, through_tail, n) in candidates {
         let weights: Vec<u64> = hops
             .iter()
@@ -227,6 +234,65 @@ fn count_block(
         .or_insert((offset, block.size, 0));
     sum.2 += n;
     true
+}
+
+/// Adds to `counts`, with 0 samples, the blocks of each function with sampled blocks that ran
+/// for sure: the blocks of its call sites that the stacks name (a return address is proof
+/// that its call ran), and the blocks that ran whenever one of those or a sampled block ran
+/// ([`ran_blocks`]); says how many. A function without sampled blocks (one that only calls)
+/// gets none, so that it stays whole. Parts split off a function (`f.cold` of a build with
+/// basic-block sections) are entered anywhere: their blocks are only the sampled ones.
+fn add_blocks_that_ran(
+    binary: &Binary,
+    map: &BlockMap,
+    code: &Code<'_>,
+    index: &FunctionIndex,
+    counts: &mut Counts,
+) -> u64 {
+    let mut ran: HashMap<u32, Vec<u32>> = HashMap::default();
+    for &(f, block) in counts.blocks.keys() {
+        ran.entry(f).or_default().push(block);
+    }
+    let mut inferred = 0;
+    for &(caller, _, offset) in counts.sites.keys() {
+        let Some(ids) = ran.get_mut(&caller) else {
+            continue;
+        };
+        let func = &binary.functions[caller as usize];
+        let Some(block) = map.block_at(StatedAddr(func.start.0 + offset)) else {
+            continue;
+        };
+        let inside = block.start >= func.start && block.end() <= func.end();
+        if inside && !ids.contains(&block.id) {
+            ids.push(block.id);
+            let at = (block.start.0 - func.start.0, block.size, 0);
+            counts.blocks.insert((caller, block.id), at);
+            inferred += 1;
+        }
+    }
+    for (f, ids) in ran {
+        let func = &binary.functions[f as usize];
+        if split_cold_parent(&func.name).is_some() {
+            continue;
+        }
+        let symbol = symbol_of(&func.name);
+        let is_split_part = |addr: u64| {
+            index.at(addr).is_some_and(|part| {
+                split_cold_parent(&binary.functions[part as usize].name) == Some(symbol)
+            })
+        };
+        let blocks = map.blocks_in(func.start, func.end());
+        let inside = blocks.partition_point(|b| b.end() <= func.end());
+        for block in ran_blocks::must_have_run(code, func, &blocks[..inside], &ids, is_split_part) {
+            let offset = block.start.0 - func.start.0;
+            counts
+                .blocks
+                .entry((f, block.id))
+                .or_insert((offset, block.size, 0));
+            inferred += 1;
+        }
+    }
+    inferred
 }
 
 /// One branch record, `n` times: a call is an edge from its source; a jump is one when it

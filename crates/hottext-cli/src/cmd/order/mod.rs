@@ -42,8 +42,9 @@ use crate::output;
 /// `lld-cgprofile` writes the call edges for lld to order by itself.
 /// `clang-bb-sections` writes no linker input: it writes the cluster file clang 19 reads at
 /// compile time, from a profile with block counts (a binary compiled with
-/// -fbasic-block-address-map): each hot function keeps the blocks that ran, with at least
-/// --min-block-share of its samples, and clang splits the rest into NAME.cold
+/// -fbasic-block-address-map): each hot function keeps the blocks that ran (sampled, with at
+/// least --min-block-share of its samples, or inferred by `hottext profile` from the code to
+/// have run whenever a sampled one did), and clang splits the rest into NAME.cold
 /// (.text.split.NAME), which every linker input leaves out of the hot range. Functions without
 /// block counts stay whole. Then compile with
 /// `clang -O2 -ffunction-sections -fbasic-block-sections=list=clusters.txt`, and order the same
@@ -60,6 +61,7 @@ use crate::output;
 ///   hottext order server.profile --binary ./server --format lld-order -o order.txt \
 ///       --markers hot_markers.o --pad-hot-range always
 ///   hottext order server.profile --binary ./server --format clang-bb-sections -o clusters.txt
+///   hottext order server.profile --format clang-bb-sections --min-split-samples 2 -o clusters.txt
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -114,8 +116,14 @@ pub struct Args {
     pad_hot_range: PaddingArg,
     /// clang-bb-sections: a block stays in its function's hot part when it has at least this
     /// share (0 to 1) of the function's block samples; 0 keeps every block a sample hit.
+    /// Blocks the profile infers to have run unsampled (0 samples) stay under any share.
     #[arg(long, value_name = "SHARE", default_value_t = link::DEFAULT_MIN_BLOCK_SHARE)]
     min_block_share: f64,
+    /// clang-bb-sections: split only functions whose blocks drew at least this many samples;
+    /// the others stay whole. On a sparse recording (few samples per hot function) a function
+    /// split from one or two samples loses blocks that ran unsampled; 2 keeps those whole.
+    #[arg(long, value_name = "N", default_value_t = link::DEFAULT_MIN_SPLIT_SAMPLES)]
+    min_split_samples: u64,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -163,7 +171,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         at: at.as_ref(),
         origin: Origin::Profile(&source),
         max_pages: args.max_huge_pages,
-        min_block_share: args.min_block_share,
+        split: link::SplitRule {
+            min_block_share: args.min_block_share,
+            min_function_samples: args.min_split_samples,
+        },
         progress: &progress,
     };
     let written = link::write(&graph, &request).map_err(|e| with_profile_line(e, &args.profile))?;

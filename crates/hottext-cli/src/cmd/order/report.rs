@@ -293,8 +293,8 @@ fn print_clusters(err: &mut dyn Write, c: &Clusters) -> std::io::Result<()> {
     };
     writeln!(
         err,
-        "hottext: cluster file for {} functions: {} blocks kept in the hot parts, {} blocks that ran split out with every block no sample hit; {} hot functions without block counts stay whole",
-        c.functions, c.blocks_kept, c.sampled_blocks_split, c.without_blocks
+        "hottext: cluster file for {} functions: {} blocks kept in the hot parts, {} sampled blocks under --min-block-share split out with every block that never ran; {} hot functions without block counts and {} under --min-split-samples stay whole",
+        c.functions, c.blocks_kept, c.sampled_blocks_split, c.without_blocks, c.sparse
     )?;
     writeln!(
         err,
@@ -310,13 +310,6 @@ fn warn_left_whole(c: &Clusters) {
         let readable: Vec<_> = list.iter().map(|n| readable(n)).collect();
         some_of(&readable)
     };
-    if !c.stale.is_empty() {
-        output::warn(format!(
-            "{} functions have blocks past their end (the profile is from another build of them) and stay whole: {}",
-            c.stale.len(),
-            names(&c.stale)
-        ));
-    }
     if !c.namesakes.is_empty() {
         output::warn(format!(
             "{} static functions share their name with another hot function and stay whole (clang's file names a function by its plain name, and stops on a name listed twice): {}",

@@ -110,11 +110,12 @@ impl output::Report for Summary<'_> {
         if let Some(c) = &s.block_coverage {
             writeln!(
                 out,
-                "  basic blocks      {:.1}% of {bin}'s samples, in {} function(s) with block counts; {:.1}% of their {} ran",
+                "  basic blocks      {:.1}% of {bin}'s samples, in {} function(s) with block counts; {:.1}% of their {} ran ({} unsampled block(s) inferred to have run)",
                 percent(st.samples_in_blocks, st.samples_in_binary),
                 c.functions,
                 100.0 * c.share(),
-                output::bytes(c.bytes)
+                output::bytes(c.bytes),
+                st.blocks_inferred
             )?;
         }
         writeln!(out, "  lost samples      {}", st.lost_samples)?;
