@@ -343,19 +343,32 @@ fn auto_reports_each_placement_and_links_the_one_it_chose_where_its_model_put_it
         ..ScriptPlacement::default()
     };
     assert_placed_as_modelled(dir.path(), &bin, placement);
-    // A placement the user fixes is kept: `auto` then chooses only the algorithm.
+    // A shift keeps `auto`'s placement on top of it: the same choice a whole line on, and the
+    // functions linked where the model puts them.
     let o = hottext(
         &[
             &args[..],
-            &["--hot-offset", "48", "-o", "fixed48.ld", "--json"],
+            &["--hot-offset", "64", "-o", "shifted.ld", "--json"],
         ]
         .concat(),
         dir.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let doc = json(&o);
-    assert!(doc["placements"].is_null(), "{doc}");
-    assert_eq!(doc["hot_offset"], 48, "{doc}");
+    let shifted = json(&o);
+    assert!(!shifted["placements"].is_null(), "{shifted}");
+    assert_eq!(shifted["hot_offset"], 64, "{shifted}");
+    assert_eq!(shifted["alignment"], doc["alignment"], "{shifted}");
+    run(
+        "gcc",
+        &["p.o", "-Wl,-T,shifted.ld", "-o", "shifted"],
+        dir.path(),
+    );
+    let bin = Binary::open(&dir.path().join("shifted")).unwrap();
+    let placement = ScriptPlacement {
+        hot_offset: 64,
+        ..ScriptPlacement::default()
+    };
+    assert_placed_as_modelled(dir.path(), &bin, placement);
 }
 
 #[test]

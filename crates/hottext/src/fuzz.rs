@@ -42,6 +42,7 @@ pub fn profile(data: &[u8]) -> bool {
                     ordering: Ordering::With(algorithm),
                     params: &Params::default(),
                     placement: None,
+                    hot_offset: 0,
                     padding: link::Padding::Auto,
                     unsafe_names: UnsafeNames::Refuse,
                     binary: None,

@@ -182,6 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ordering: Ordering::Auto,
         params: &params,
         placement: None,
+        hot_offset: 0,
         padding: args.pad_hot_range.into(),
         unsafe_names: UnsafeNames::LeaveOut,
         binary: binary.as_ref(),

@@ -49,11 +49,15 @@ pub struct Request<'a> {
     pub ordering: Ordering,
     /// The algorithms' thresholds.
     pub params: &'a Params,
-    /// Alignment and start offset of the hot functions, as the user fixed them
-    /// (`--align-cache-lines`, `--hot-offset`); [`write()`] sets the padding itself. `None`:
+    /// Alignment and start padding of the hot functions, as the user fixed them
+    /// (`--align-cache-lines`); [`write()`] sets the padding of the range's end itself. `None`:
     /// with [`Ordering::Auto`] and a format that places functions one by one, the placement
-    /// `auto`'s cache-set model picks ([`choose_placement`]); else as compiled from `__hot_start`.
+    /// `auto`'s cache-set model picks ([`choose_placement`]); else as compiled.
     pub placement: Option<ScriptPlacement>,
+    /// Bytes before the first hot function on top of the placement (`--hot-offset`): a shift of
+    /// the whole range, for measuring set-conflict luck. The model's choice is the same at every
+    /// multiple of 64 (whole lines only rename the sets), so `auto` chooses on top of it.
+    pub hot_offset: u64,
     /// Whether to end the range on a 2 MiB boundary ([`Padding`]), judged with the
     /// code of `binary` (always padded by `auto` without one).
     pub padding: Padding,
@@ -242,20 +246,24 @@ fn write_order<'g>(
 
 /// How the script places `kept`: as [`Request::placement`] fixes it, or with [`Ordering::Auto`]
 /// and a format that places functions one by one, as the cache-set model chooses (with every
-/// placement's figures); as compiled otherwise.
+/// placement's figures); as compiled otherwise; shifted by [`Request::hot_offset`].
 fn place(
     graph: &Graph,
     request: &Request,
     writer: &OrderWriter,
     kept: &[FuncId],
 ) -> (ScriptPlacement, Option<PlacementChoice>) {
+    let shifted = |placement: ScriptPlacement| ScriptPlacement {
+        hot_offset: placement.hot_offset + request.hot_offset,
+        ..placement
+    };
     match (request.placement, request.ordering) {
-        (Some(fixed), _) => (fixed, None),
+        (Some(fixed), _) => (shifted(fixed), None),
         (None, Ordering::Auto) if writer.places_individually && !kept.is_empty() => {
-            let choice = choose_placement(graph, kept, ScriptPlacement::default());
+            let choice = choose_placement(graph, kept, shifted(ScriptPlacement::default()));
             (choice.placement, Some(choice))
         }
-        (None, _) => (ScriptPlacement::default(), None),
+        (None, _) => (shifted(ScriptPlacement::default()), None),
     }
 }
 

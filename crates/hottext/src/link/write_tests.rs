@@ -21,6 +21,7 @@ pub(in crate::link) fn request<'a>(name: &str, params: &'a Params) -> Request<'a
         ordering: Ordering::Auto,
         params,
         placement: None,
+        hot_offset: 0,
         padding: Padding::Auto,
         unsafe_names: UnsafeNames::Refuse,
         binary: None,

@@ -94,16 +94,18 @@ pub struct Args {
     /// ld-script: start a hot function on a 64-byte cache line where that makes it span fewer
     /// lines, for at most 32 bytes of padding (the order files cannot align anything). Assumes
     /// the compiler aligned functions to 16 bytes, as GCC and Clang do at -O2 on x86-64.
-    /// Without it (and without --hot-offset), `--algorithm auto` applies the rule, and pads the
-    /// range's start by 0-48 bytes, only where its model of the L1i's sets says that pays (the
-    /// summary lists each placement's modelled figure); this forces it.
+    /// Without it, `--algorithm auto` applies the rule, and pads the range's start by 0-48
+    /// bytes, only where its model of the L1i's sets says that pays (the summary lists each
+    /// placement's modelled figure); this forces it.
     #[arg(long)]
     align_cache_lines: bool,
-    /// ld-script: this many bytes of padding before the first hot function (a multiple of 16,
-    /// below 4096), for measurement: binaries linked at several multiples of 64 let
-    /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck,
-    /// and 16, 32 or 48 more fix the start padding that `--algorithm auto` otherwise chooses.
-    /// Given, `auto` keeps it and chooses no placement of its own.
+    /// ld-script: shift the hot functions by this many bytes after __hot_start (a multiple of
+    /// 16, below 4096), for measurement: binaries linked at several multiples of 64 let
+    /// `hottext ab --simulate --offsets` tell the layout's effect from i-cache set-conflict luck.
+    /// `--algorithm auto`'s placement (alignment, 0-48 B of padding) comes on top, and is the
+    /// same at every multiple of 64 (whole lines only rename the sets its model counts); with
+    /// another algorithm the shift is the whole padding, so `--algorithm cdsort --hot-offset 48`
+    /// fixes it.
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     hot_offset: u64,
     /// End the hot range on a 2 MiB boundary, so that its last page is whole for the runtime
@@ -164,7 +166,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         format: args.format,
         ordering: args.algorithm,
         params: &params,
-        placement: placement(&args),
+        placement: args.align_cache_lines.then_some(ScriptPlacement {
+            alignment: Alignment::CACHE_LINES,
+            ..ScriptPlacement::default()
+        }),
+        hot_offset: args.hot_offset,
         padding: args.pad_hot_range.into(),
         unsafe_names: UnsafeNames::Refuse,
         binary: binary.as_ref(),
@@ -228,21 +234,6 @@ fn read_profile(path: &Path) -> anyhow::Result<Graph> {
         File::open(path).with_context(|| format!("cannot open profile {}", path.display()))?;
     Graph::read(BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("cannot read profile {}", path.display()))
-}
-
-/// Where the hot functions start, when `--align-cache-lines` or `--hot-offset` fixes it;
-/// `None` leaves it to `--algorithm auto`'s model (as compiled with another algorithm).
-fn placement(args: &Args) -> Option<ScriptPlacement> {
-    let alignment = if args.align_cache_lines {
-        Alignment::CACHE_LINES
-    } else {
-        Alignment::AsCompiled
-    };
-    (args.align_cache_lines || args.hot_offset > 0).then_some(ScriptPlacement {
-        alignment,
-        hot_offset: args.hot_offset,
-        ..ScriptPlacement::default()
-    })
 }
 
 /// Names the parts GCC split off that stay out, and refuses an order of nothing else.
