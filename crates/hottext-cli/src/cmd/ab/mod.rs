@@ -32,6 +32,10 @@ use crate::output;
 /// instructions should not move at all; judge by cycles (they vary 1–9 % between runs, wall
 /// time about twice that).
 ///
+/// Before the first run, both sides' executables (the commands' first words) are dropped from
+/// the page cache: how a file was written decides how the kernel maps it (BOLT writes its output
+/// in large chunks, which can then map in 2 MiB pieces), and the comparison is of the code.
+///
 /// Commands (-a/-b) run with `sh -c` under `perf stat`, counting each command's process tree.
 /// The service form starts the side's server with `sh -c`, pinned to --cpu, in its own process
 /// group; runs --ready until it exits 0; counts everything on that CPU (`perf stat -a -C N`)

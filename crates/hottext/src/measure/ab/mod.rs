@@ -1,6 +1,8 @@
 //! A/B runs: A and B interleaved, counted the same way, compared round by round.
 //!
 //! Steps:
+//! 0. Both commands' executables are dropped from the page cache ([`page_cache`]), so that the
+//!    way each file was written does not decide how the kernel maps it.
 //! 1. Warm-up rounds (page cache, CPU frequency, the server's own caches) whose figures are
 //!    dropped.
 //! 2. `runs` rounds, A then B in even rounds and B then A in odd ones, so that neither side
@@ -15,6 +17,7 @@
 //!    that moved (sysfs `scaling_cur_freq`, or cycles per task-clock second).
 
 mod noise;
+mod page_cache;
 mod report;
 mod runner;
 
@@ -268,6 +271,7 @@ pub fn run(
         }
     }
 
+    warnings.extend(page_cache::level([&config.a, &config.b]));
     let scratch = super::scratch_dir()?;
     let runner = Runner {
         config,
