@@ -50,16 +50,7 @@ t_prepare() {
     rm -rf "$w/data-0" "$w/data-1"
     mkdir -p "$w/data-0" && chown "$pg_user:" "$w/data-0"
     $(as_user) "$pg_inst/bin/initdb" -N -D "$w/data-0" -U postgres -A trust >"$w/initdb.log"
-    cat >>"$w/data-0/postgresql.conf" <<CONF
-# bench/blocks/postgres.sh
-listen_addresses = ''
-shared_buffers = 128MB
-huge_pages = off
-max_connections = 10
-synchronous_commit = off
-logging_collector = off
-autovacuum = off
-CONF
+    cat "$root/bench/postgres/small.conf" >>"$w/data-0/postgresql.conf"
     pg_start default
     "$pg_inst/bin/psql" -qAt -h "$(pg_sock 0)" -U postgres postgres -c "CREATE EXTENSION pg_prewarm"
     "$pg_inst/bin/pgbench" -i -q -s "$pg_scale" -h "$(pg_sock 0)" -U postgres postgres >"$w/pgbench-init.log" 2>&1

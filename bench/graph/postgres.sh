@@ -33,18 +33,10 @@ prepare_postgres() {
     chown "$pg_user:" "$dir/data" "$dir/sock" "$dir/truth"
     "${pg_as_user[@]}" "$dir/inst/bin/initdb" -N -D "$dir/data" -U postgres -A trust >"$dir/initdb.log" 2>&1 ||
         { tail -20 "$dir/initdb.log" >&2; exit 1; }
-    cat >>"$dir/data/postgresql.conf" <<CONF
-# bench/graph/postgres.sh: its own port and socket; nothing in the background that the
-# workload does not cause
-listen_addresses = ''
+    cat "$root/bench/postgres/small.conf" - >>"$dir/data/postgresql.conf" <<CONF
+# bench/graph/postgres.sh: its own port and socket
 port = $pg_port
 unix_socket_directories = '$dir/sock'
-shared_buffers = 128MB
-huge_pages = off
-max_connections = 10
-synchronous_commit = off
-logging_collector = off
-autovacuum = off
 CONF
     pg_start "$dir"
     "$dir/inst/bin/pgbench" -i -q -s "$pg_scale" -h "$dir/sock" -p "$pg_port" -U postgres postgres \
