@@ -30,7 +30,7 @@ use crate::output;
 
 /// Each verb's rows of docs/output.md's stream table (tests/contract.rs compares them): where
 /// the human form of its result goes, as its report type declares it
-/// ([`output::Report::STREAM`]).
+/// (`output::Report::STREAM`).
 pub fn report_streams() -> Vec<(&'static str, output::Stream)> {
     [
         record::STREAMS,

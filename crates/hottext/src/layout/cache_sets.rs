@@ -5,8 +5,8 @@
 //! set `n % sets`. Hot lines that land in one set beyond its ways evict one another however
 //! small the hot code is: on redis, `--align-cache-lines` stacked 11 small hot functions in
 //! four sets and the simulated L1i misses tripled (issue 36). The model is static: each line
-//! is referenced at the rate it is fetched (as [`Heat::Fetches`] estimates it from the
-//! samples), and each set is an LRU set whose misses [`expected_misses`] estimates (per
+//! is referenced at the rate it is fetched (as `Heat::Fetches` estimates it from the
+//! samples), and each set is an LRU set whose misses `expected_misses` estimates (per
 //! sample: layouts of one profile are compared by it, not predicted).
 //!
 //! Lines are the ones `heat` gives: at the granularity of sampled basic blocks where the
@@ -23,7 +23,7 @@ use crate::graph::Graph;
 /// A layout's samples by cache set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetConflicts {
-    /// Per set: its expected misses, in the samples' units ([`expected_misses`]).
+    /// Per set: its expected misses, in the samples' units (`expected_misses`).
     pub misses: Vec<f64>,
     /// Per set: how many lines with samples map to it.
     pub hot_lines: Vec<u64>,

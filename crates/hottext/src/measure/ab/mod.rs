@@ -1,7 +1,7 @@
 //! A/B runs: A and B interleaved, counted the same way, compared round by round.
 //!
 //! Steps:
-//! 0. Both commands' executables are dropped from the page cache ([`page_cache`]), so that the
+//! 0. Both commands' executables are dropped from the page cache (`page_cache`), so that the
 //!    way each file was written does not decide how the kernel maps it.
 //! 1. Warm-up rounds (page cache, CPU frequency, the server's own caches) whose figures are
 //!    dropped.
