@@ -13,7 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{
-    hottext, json, lld_dir, require_perf, run, runtime_lib, stderr, stdout, write, KillOnDrop,
+    hottext, json, lld_dir, require_perf, run, runtime_lib, stderr, stdout, store_put, write,
+    KillOnDrop,
 };
 use hottext::binary::{Binary, HUGE_PAGE};
 
@@ -218,19 +219,7 @@ fn configure_profile_rebuild_verify(lists: &str, core_lists: &str) {
             "the recording missed {name}:\n{text}"
         );
     }
-    let put = hottext(
-        &[
-            "store",
-            "put",
-            "app.profile",
-            "--store",
-            "store",
-            "--meta",
-            "app.meta",
-        ],
-        d,
-    );
-    assert!(put.status.success(), "{}", stderr(&put));
+    store_put(d, "app.profile", "app.meta");
 
     // The meta file changed: the module alone relinks with the profile.
     let second = run("cmake", &["--build", "build"], d);

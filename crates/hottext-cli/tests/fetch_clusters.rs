@@ -6,7 +6,7 @@ mod clang_split;
 mod common;
 
 use clang_split::{clang, link, profile_and_cluster, symbol, PROGRAM};
-use common::{hottext, stderr};
+use common::{hottext, stderr, store_put};
 
 #[test]
 fn fetch_writes_the_cluster_file_before_the_compile_step_without_a_binary() {
@@ -15,19 +15,7 @@ fn fetch_writes_the_cluster_file_before_the_compile_step_without_a_binary() {
     clang(dir, "p", PROGRAM, &["-fbasic-block-address-map"]);
     link(dir, &["p.o"], &[], "base");
     let ordered = profile_and_cluster(dir);
-    let put = hottext(
-        &[
-            "store",
-            "put",
-            "p.profile",
-            "--store",
-            "store",
-            "--meta",
-            "svc.meta",
-        ],
-        dir,
-    );
-    assert!(put.status.success(), "{}", stderr(&put));
+    store_put(dir, "p.profile", "svc.meta");
     // The compile step comes first: there is no binary of this build yet.
     std::fs::remove_file(dir.join("base")).unwrap();
     std::fs::remove_file(dir.join("p.o")).unwrap();

@@ -272,6 +272,16 @@ pub fn call_lines(profile: &str) -> Vec<(String, String, u64)> {
         .collect()
 }
 
+/// `hottext store put PROFILE --store store --meta META` in `dir`: publishes a profile to the
+/// local store `dir/store` and names it in a meta file, as a build's fetch expects to find it.
+pub fn store_put(dir: &Path, profile: &str, meta: &str) {
+    let put = hottext(
+        &["store", "put", profile, "--store", "store", "--meta", meta],
+        dir,
+    );
+    assert!(put.status.success(), "{}", stderr(&put));
+}
+
 /// A port nobody listens on now (the kernel's choice; free again once the listener drops).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

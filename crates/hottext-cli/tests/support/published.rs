@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::build_service;
-use crate::common::{hottext, stderr};
+use crate::common::store_put;
 use hottext::binary::Binary;
 use hottext::graph::fit::{fit_any_build, CodePrints};
 use hottext::graph::Graph;
@@ -43,18 +43,6 @@ pub fn publish(dir: &Path) -> ObjectHash {
     let base = build_service(dir, "base", &[]);
     let text = profile_of(&base, PROFILE);
     std::fs::write(dir.join("svc.profile"), &text).unwrap();
-    let put = hottext(
-        &[
-            "store",
-            "put",
-            "svc.profile",
-            "--store",
-            "store",
-            "--meta",
-            "svc.meta",
-        ],
-        dir,
-    );
-    assert!(put.status.success(), "{}", stderr(&put));
+    store_put(dir, "svc.profile", "svc.meta");
     ObjectHash::of(text.as_bytes())
 }
