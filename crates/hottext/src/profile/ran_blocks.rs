@@ -44,10 +44,10 @@ pub(super) fn must_have_run<'m>(
         return Vec::new();
     }
     let flow = Flow::of(code, func, blocks, is_split_part);
-    let sampled: Vec<usize> = (blocks.iter().enumerate())
-        .filter(|(_, b)| sampled.contains(&b.id))
-        .map(|(i, _)| i)
-        .collect();
+    // By index into `blocks`, looked up once: a function may have thousands of blocks.
+    let ids: foldhash::HashSet<u32> = sampled.iter().copied().collect();
+    let is_sampled: Vec<bool> = blocks.iter().map(|b| ids.contains(&b.id)).collect();
+    let sampled: Vec<usize> = (0..blocks.len()).filter(|&i| is_sampled[i]).collect();
     let mut ran = vec![false; blocks.len()];
     if let Some(idom) = flow.dominators() {
         mark_chains(&idom, &sampled, &mut ran);
@@ -56,7 +56,7 @@ pub(super) fn must_have_run<'m>(
         mark_chains(&ipdom, &sampled, &mut ran);
     }
     (blocks.iter().zip(ran).enumerate())
-        .filter(|&(i, (_, ran))| ran && !sampled.contains(&i))
+        .filter(|&(i, (_, ran))| ran && !is_sampled[i])
         .map(|(_, (b, _))| b)
         .collect()
 }
