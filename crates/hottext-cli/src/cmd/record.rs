@@ -235,16 +235,10 @@ fn record(plan: &Plan, duration: Option<Duration>) -> anyhow::Result<Outcome> {
 /// The executable of the target: the process's, or the command's (found on PATH as the shell
 /// would); `None` when it cannot be found.
 fn program(target: &Target) -> Option<PathBuf> {
-    let name = match target {
-        Target::Pid(pid) => return Some(hottext::os::proc::exe_link(*pid)),
-        Target::Command(cmd) => PathBuf::from(cmd.first()?),
-    };
-    if name.components().count() > 1 {
-        return Some(name);
+    match target {
+        Target::Pid(pid) => Some(hottext::os::proc::exe_link(*pid)),
+        Target::Command(cmd) => hottext::os::shell::find_program(cmd.first()?),
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(&name))
-        .find(|p| p.is_file())
 }
 
 fn scope(scope: &Scope) -> String {

@@ -1,5 +1,6 @@
 //! Shell words: how hottext writes a command so that `sh` reads back the same words, for the
-//! commands it prints, the shell lines it runs and the cron lines it installs.
+//! commands it prints, the shell lines it runs and the cron lines it installs; and which file
+//! `sh` runs for a command name.
 
 /// `s` as one word for `sh`: as it is when it holds only characters no shell treats specially,
 /// else in single quotes, inside which nothing is special (a `'` is closed, escaped and
@@ -20,6 +21,18 @@ pub fn join<'a>(words: impl IntoIterator<Item = &'a str>) -> String {
     words.into_iter().map(word).collect::<Vec<_>>().join(" ")
 }
 
+/// The file `sh` runs for the command name `name`: a name with a `/` is a path as it is; any
+/// other is looked up in each directory of `PATH` in turn, the first regular file found.
+pub fn find_program(name: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    let name = std::path::Path::new(name);
+    if name.as_os_str().as_encoded_bytes().contains(&b'/') {
+        return Some(name.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,6 +45,17 @@ mod tests {
             .output()
             .expect("sh runs");
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_program_is_found_as_the_shell_finds_it() {
+        let sh = find_program("sh".as_ref()).unwrap();
+        assert!(sh.is_file() && sh.ends_with("sh"), "{}", sh.display());
+        assert_eq!(
+            find_program("./no-such-program".as_ref()),
+            Some("./no-such-program".into())
+        );
+        assert_eq!(find_program("no-such-program-anywhere".as_ref()), None);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! both come back through readahead ([`crate::os::page_cache`]: a binary written in large
 //! chunks, as BOLT writes its output, otherwise runs faster for how the kernel maps it).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::os::page_cache::evict;
+use crate::os::shell::find_program;
 
 /// Drops each command's executable from the page cache; says why where one could not be.
 pub(super) fn level(commands: [&str; 2]) -> Vec<String> {
@@ -26,20 +27,14 @@ pub(super) fn level(commands: [&str; 2]) -> Vec<String> {
 }
 
 /// The file a shell command runs: its first word that is not a variable assignment or `env` /
-/// `exec`, as a path where it has a `/`, else found in `PATH`. `None` for a word no file
-/// answers to (a shell builtin, a function, an expansion).
+/// `exec`, found as `sh` finds it ([`find_program`]). `None` for a word no file answers to (a
+/// shell builtin, a function, an expansion).
 fn executable(command: &str) -> Option<PathBuf> {
     let word = command
         .split_whitespace()
         .find(|w| !w.contains('=') && !matches!(*w, "env" | "exec"))?
         .trim_matches(|c| c == '\'' || c == '"');
-    if word.contains('/') {
-        return Some(PathBuf::from(word)).filter(|p| p.is_file());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(word))
-        .find(|p| Path::is_file(p))
+    find_program(word.as_ref()).filter(|p| p.is_file())
 }
 
 #[cfg(test)]
