@@ -28,8 +28,10 @@ pub fn evict(path: &Path) -> io::Result<()> {
     }
 }
 
-/// How many of `path`'s pages are in the page cache, and how many it has.
-pub fn resident(path: &Path) -> io::Result<(usize, usize)> {
+/// How many of `path`'s pages are in the page cache, and how many it has: what the tests of
+/// [`evict`] and its callers check.
+#[cfg(test)]
+pub(crate) fn resident(path: &Path) -> io::Result<(usize, usize)> {
     let file = File::open(path)?;
     let len = file.metadata()?.len() as usize;
     if len == 0 {
