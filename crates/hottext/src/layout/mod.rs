@@ -5,6 +5,7 @@
 
 pub mod alignment;
 pub mod auto;
+pub mod block_order;
 mod c3;
 pub mod cache_sets;
 mod cdsort;
