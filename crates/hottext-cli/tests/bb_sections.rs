@@ -176,6 +176,91 @@ fn a_stale_cluster_file_still_builds_the_same_program() {
     }
 }
 
+/// Block edges (profile v5) reach the binary: given edges that chain `step`'s sampled blocks
+/// in the reverse of the compiler's order, the cluster file lists them so (ext-TSP makes each
+/// edge a fall-through), clang lays the hot part out in that order, and the program computes
+/// what it did. The edges are written here: no CPU of this machine records branches
+/// (`tests/real_recordings.rs` reads them from a real LBR recording).
+#[test]
+fn block_edges_reorder_the_hot_part_as_clang_builds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    clang(dir, "p", PROGRAM, &["-fbasic-block-address-map"]);
+    link(dir, &["p.o"], &[], "base");
+    profile_and_cluster(dir);
+    let profile = std::fs::read_to_string(dir.join("p.profile")).unwrap();
+    let graph = Graph::read(profile.as_bytes()).unwrap();
+    let step = graph.funcs().iter().position(|f| f.name == "step").unwrap();
+    let mut blocks: Vec<(u64, u32)> = (graph.blocks().iter())
+        .filter(|b| b.func.index() == step && b.block != 0)
+        .map(|b| (b.offset, b.block))
+        .collect();
+    blocks.sort_unstable();
+    assert!(blocks.len() >= 2, "{profile}");
+    let reversed: Vec<u32> = blocks.iter().rev().map(|&(_, id)| id).collect();
+    let has_entry = graph
+        .blocks()
+        .iter()
+        .any(|b| b.func.index() == step && b.block == 0);
+    let chain: Vec<u32> = has_entry
+        .then_some(0)
+        .into_iter()
+        .chain(reversed.iter().copied())
+        .collect();
+    let mut v5 = profile.replacen("# hottext profile v4\n", "# hottext profile v5\n", 1);
+    for pair in chain.windows(2) {
+        v5 += &format!("block-edge step {} {} 1000\n", pair[0], pair[1]);
+    }
+    write(dir, "p5.profile", &v5);
+    order_to(
+        dir,
+        "p5.profile",
+        "base",
+        "clang-bb-sections",
+        "edges.txt",
+        &[],
+    );
+    let clusters = std::fs::read_to_string(dir.join("edges.txt")).unwrap();
+    let ids: Vec<String> = std::iter::once(0)
+        .chain(reversed)
+        .map(|id| id.to_string())
+        .collect();
+    let line = format!("\nf step\nc {}\n", ids.join(" "));
+    assert!(clusters.contains(&line), "{line:?} not in {clusters}");
+
+    let warned = clang(
+        dir,
+        "p",
+        PROGRAM,
+        &[
+            "-fbasic-block-sections=list=edges.txt",
+            "-fbasic-block-address-map",
+        ],
+    );
+    assert!(warned.is_empty(), "clang: {warned}");
+    link(dir, &["p.o"], &[], "split");
+    assert_eq!(
+        stdout(&run("./split", &[], dir)),
+        stdout(&run("./base", &[], dir))
+    );
+    // The hot part's blocks, by address, are the cluster's (clang keeps the ids).
+    let bin = Binary::open(&dir.join("split")).unwrap();
+    let map = bin
+        .block_map()
+        .unwrap()
+        .expect("the split build keeps its block map");
+    let (start, end) = function(&bin, "step");
+    let laid: Vec<String> = (map
+        .blocks_in(
+            hottext::binary::StatedAddr(start),
+            hottext::binary::StatedAddr(end),
+        )
+        .iter())
+    .map(|b| b.id.to_string())
+    .collect();
+    assert_eq!(laid, ids, "{clusters}");
+}
+
 #[test]
 fn a_cluster_file_without_block_counts_or_with_a_bad_share_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,13 +4,14 @@
 //! line, sorted so that re-running the same profile gives a byte-identical file:
 //!
 //! ```text
-//! # hottext profile v4
+//! # hottext profile v5
 //! # build-id: 3f2a…
 //! fn    <name> <size-bytes> <self-samples>
 //! alias <name> <other-name-at-the-same-address>
 //! call  <caller> <callee> <weight>
 //! site  <caller> <callee> <offset-bytes> <weight>
 //! block <name> <block-id> <offset-bytes> <size-bytes> <samples>
+//! block-edge <name> <from-block-id> <to-block-id> <count>
 //! ```
 //!
 //! `fn` lines come before the `alias`, `call` and `block` lines that name them. The `site`
@@ -20,18 +21,23 @@
 //! [`BlockSamples`]); a block lies inside its function, and a function names a block once. A
 //! `block` line with 0 samples is a block that ran but drew no sample: `profile` inferred it
 //! from the function's control flow (it dominates or post-dominates a sampled block), or a
-//! merge scaled its samples down to none; a block that never ran has no line.
+//! merge scaled its samples down to none; a block that never ran has no line. `block-edge`
+//! lines follow, by function name, source and target block: how often branch records saw
+//! control pass from one block of the function to another (a [`BlockEdge`]); both blocks have a
+//! `block` line before it, and a function names an edge once.
 //! Numbers are decimal. Unknown `#` lines are kept as headers and otherwise ignored; any other
 //! malformed line is an error naming its number.
 //!
 //! Versions: v1 had no `site` lines; v2 added them; v3 escapes names: a byte that would break a
 //! line or a field (whitespace, control characters, and `%` itself) is written `%XX`, so that
-//! any symbol (Go's `hot fn(x)`, say) round-trips; v4 adds `block` lines. Readers read all four
-//! (a v1 file is a profile without sites; v1 and v2 names are taken as written). Writers write
-//! the oldest version that holds the profile: v4 when it has blocks, else v2 when no name needs
-//! an escape, else v3, so that builds still running an older hottext read the profiles of a
-//! newer pipeline whenever they can.
+//! any symbol (Go's `hot fn(x)`, say) round-trips; v4 adds `block` lines, v5 `block-edge`
+//! lines. Readers read all five (a v1 file is a profile without sites; v1 and v2 names are
+//! taken as written). Writers write the oldest version that holds the profile: v5 when it has
+//! block edges, v4 when it has blocks, else v2 when no name needs an escape, else v3, so that
+//! builds still running an older hottext read the profiles of a newer pipeline whenever they
+//! can.
 
+mod block_edges;
 mod blocks;
 mod builder;
 pub mod drift;
@@ -67,14 +73,16 @@ mod names;
 mod read;
 #[cfg(test)]
 mod tests;
+mod write;
 
 use std::fmt;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead};
 
 use foldhash::HashMap;
 
 use names::NameIndex;
 
+pub use block_edges::BlockEdge;
 pub use blocks::{BlockCoverage, BlockSamples};
 use builder::capped_sum;
 pub use builder::GraphBuilder;
@@ -125,14 +133,16 @@ impl std::ops::Index<FuncId> for [Func] {
 pub const MAGIC: &str = "# hottext profile v3";
 /// The first line of a profile with `block` lines.
 const MAGIC_V4: &str = "# hottext profile v4";
+/// The first line of a profile with `block-edge` lines.
+const MAGIC_V5: &str = "# hottext profile v5";
 /// The first line of a profile without escapes, which hottext before v3 reads too.
 const MAGIC_V2: &str = "# hottext profile v2";
 
 /// What the first line says before the version number.
 const MAGIC_PREFIX: &str = "# hottext profile v";
-/// The newest version this reader knows: 1 (no call sites), 2 (sites), 3 (escaped names) or 4
-/// (blocks).
-const VERSION: u32 = 4;
+/// The newest version this reader knows: 1 (no call sites), 2 (sites), 3 (escaped names), 4
+/// (blocks) or 5 (block edges).
+const VERSION: u32 = 5;
 
 /// A function of the profile: a symbol of the binary, its size and its own samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +208,9 @@ pub struct Graph {
     sites: Vec<CallSite>,
     /// Sampled basic blocks, where the binary has a block map; sorted by (function, block).
     blocks: Vec<BlockSamples>,
+    /// Block edges, where branch records showed them; sorted by (function, from, to), both
+    /// ends among `blocks`.
+    block_edges: Vec<BlockEdge>,
 }
 
 /// Why a profile could not be read.
@@ -354,69 +367,6 @@ impl Graph {
     /// Reads the text format. Streams line by line, so memory is that of the graph itself.
     pub fn read(input: impl BufRead) -> Result<Graph, GraphError> {
         read::read(input)
-    }
-
-    /// Writes the canonical text: functions sorted by name, calls by (caller, callee) name,
-    /// each call's sites after it by offset.
-    pub fn write(&self, mut out: impl Write) -> io::Result<()> {
-        let plain = |n: &str| matches!(escaped(n), std::borrow::Cow::Borrowed(_));
-        let needs_escapes = self
-            .funcs
-            .iter()
-            .any(|f| !plain(&f.name) || f.aliases.iter().any(|a| !plain(a)));
-        let magic = match (self.blocks.is_empty(), needs_escapes) {
-            (false, _) => MAGIC_V4,
-            (true, true) => MAGIC,
-            (true, false) => MAGIC_V2,
-        };
-        writeln!(out, "{magic}")?;
-        for (k, v) in &self.headers {
-            writeln!(out, "# {k}: {v}")?;
-        }
-        let mut by_name: Vec<FuncId> = (0..self.funcs.len()).map(FuncId::from_index).collect();
-        by_name
-            .sort_unstable_by(|&a, &b| self.funcs[a.index()].name.cmp(&self.funcs[b.index()].name));
-        for &id in &by_name {
-            let f = &self.funcs[id.index()];
-            writeln!(out, "fn {} {} {}", escaped(&f.name), f.size, f.samples)?;
-        }
-        for &id in &by_name {
-            let f = &self.funcs[id.index()];
-            let mut aliases: Vec<&String> = f.aliases.iter().collect();
-            aliases.sort_unstable();
-            for a in aliases {
-                writeln!(out, "alias {} {}", escaped(&f.name), escaped(a))?;
-            }
-        }
-        // Rank by name so calls sort without comparing strings millions of times.
-        let mut rank = vec![0u32; self.funcs.len()];
-        for (r, &id) in by_name.iter().enumerate() {
-            rank[id.index()] = r as u32;
-        }
-        let by_rank = |caller: FuncId, callee: FuncId| (rank[caller.index()], rank[callee.index()]);
-        let mut calls = self.calls.clone();
-        calls.sort_unstable_by_key(|c| by_rank(c.caller, c.callee));
-        let mut sites = self.sites.clone();
-        sites.sort_unstable_by_key(|s| (by_rank(s.caller, s.callee), s.offset));
-        let mut sites = sites.iter().peekable();
-        for c in &calls {
-            let (a, b) = (
-                escaped(&self.funcs[c.caller.index()].name),
-                escaped(&self.funcs[c.callee.index()].name),
-            );
-            writeln!(out, "call {a} {b} {}", c.weight)?;
-            // Sites of pairs sorted before this one have no call line: the reader would reject
-            // them, so they are not written.
-            while let Some(s) =
-                sites.next_if(|s| by_rank(s.caller, s.callee) <= by_rank(c.caller, c.callee))
-            {
-                if (s.caller, s.callee) == (c.caller, c.callee) {
-                    writeln!(out, "site {a} {b} {} {}", s.offset, s.weight)?;
-                }
-            }
-        }
-        blocks::write_lines(self, &rank, &mut out)?;
-        out.flush()
     }
 }
 

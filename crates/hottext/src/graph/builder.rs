@@ -7,7 +7,9 @@ use std::fmt;
 use foldhash::HashMap;
 
 use super::names::NameIndex;
-use super::{blocks, Call, CallSite, Func, FuncId, Graph, MAX_COUNT, MAX_SITES_PER_CALL};
+use super::{
+    block_edges, blocks, Call, CallSite, Func, FuncId, Graph, MAX_COUNT, MAX_SITES_PER_CALL,
+};
 
 /// Accumulates functions, samples, calls and call sites by name, merging repeated ones, and
 /// produces a [`Graph`]. Used by the profile builder, the pipeline's merge and rematch, and tests.
@@ -18,6 +20,7 @@ pub struct GraphBuilder {
     calls: HashMap<(FuncId, FuncId), u64>,
     sites: HashMap<(FuncId, FuncId, u64), u64>,
     pub(super) blocks: blocks::BlockSums,
+    pub(super) block_edges: block_edges::EdgeSums,
 }
 
 impl GraphBuilder {
@@ -84,7 +87,7 @@ impl GraphBuilder {
     /// The graph. Of each call's sites it keeps the [`MAX_SITES_PER_CALL`] heaviest (ties: the
     /// lower offset) that lie inside the caller and whose weights fit in the call's; the weight
     /// of the others stays in the call without a site. Of the blocks it keeps those that lie
-    /// inside their function.
+    /// inside their function, and of the block edges those between two blocks it keeps.
     pub fn finish(mut self) -> Graph {
         let mut calls: Vec<Call> = std::mem::take(&mut self.calls)
             .into_iter()
@@ -98,6 +101,8 @@ impl GraphBuilder {
         self.graph.sites = self.kept_sites(&calls);
         self.graph.calls = calls;
         self.graph.blocks = blocks::sorted(std::mem::take(&mut self.blocks), &self.graph.funcs);
+        self.graph.block_edges =
+            block_edges::sorted(std::mem::take(&mut self.block_edges), &self.graph.blocks);
         self.graph
     }
 

@@ -2,7 +2,8 @@
 //! changes without jumping with every week's noise (weight = new + decay × previous), and a
 //! fleet's, one per host and run, each weighted by its age (`hottext merge`, `pipeline merge`).
 //! Each function's samples, each call's weight and each call site's weight are summed per
-//! caller, callee and offset, and each basic block's samples per function and block id.
+//! caller, callee and offset, each basic block's samples per function and block id, and each
+//! block edge's count per function and blocks.
 //!
 //! Every profile must already use the same binary's names ([`crate::graph::fit`]), and
 //! keep only the call sites of code that did not change.
@@ -16,7 +17,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use crate::graph::counted_header::{CPU_SAMPLES, SAMPLES, SINGLE};
 use crate::graph::{FuncId, Graph, GraphBuilder, MAX_COUNT};
@@ -150,6 +151,7 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
         }
         // A block that ran stays, with 0 samples where it had none or its samples scaled down
         // to none, as long as its function keeps samples (the functions above).
+        let mut placed = HashSet::default();
         for block in &part.blocks {
             let w = scaled(block.samples);
             if w == 0 && index > 0 && scaled(part.funcs[block.func.index()].samples) == 0 {
@@ -163,6 +165,16 @@ pub(crate) fn merge_weighted(parts: &[(&Graph, f64)]) -> Graph {
             // it is left out by the builder.
             if first == place {
                 b.add_block_samples(func, block.block, block.offset, block.size, w);
+                placed.insert((block.func, block.block));
+            }
+        }
+        // An edge of this part joins blocks of this part's code, so it counts only where both
+        // its blocks were taken from the part.
+        for e in &part.block_edges {
+            let w = scaled(e.count);
+            if w > 0 && placed.contains(&(e.func, e.from)) && placed.contains(&(e.func, e.to)) {
+                let func = declare(&mut b, e.func.index());
+                b.add_block_edge(func, e.from, e.to, w);
             }
         }
     }
@@ -182,12 +194,13 @@ fn fitting_scale(parts: &[(&Graph, f64)]) -> f64 {
     };
     let records: usize = parts
         .iter()
-        .map(|(g, _)| g.funcs.len() + g.calls.len() + g.blocks.len())
+        .map(|(g, _)| g.funcs.len() + g.calls.len() + g.blocks.len() + g.block_edges.len())
         .sum();
     let room = MAX_COUNT as f64 - records as f64;
     let most = weighted(Graph::total_samples)
         .max(weighted(Graph::total_call_weight))
-        .max(weighted(Graph::total_block_samples));
+        .max(weighted(Graph::total_block_samples))
+        .max(weighted(Graph::total_block_edge_count));
     if most <= room {
         1.0
     } else {

@@ -104,7 +104,8 @@ impl Reader {
         if calls.unsorted {
             self.refuse_repeated_calls()?;
         }
-        self.graph.blocks = std::mem::take(&mut self.blocks).into_sorted();
+        (self.graph.blocks, self.graph.block_edges) =
+            std::mem::take(&mut self.blocks).into_sorted();
         // Each count is at most MAX_COUNT; so are their sums, so that no sum a layout takes
         // (of a cluster, of the calls moved onto an edge) can overflow.
         if self.graph.total_samples() > MAX_COUNT {
@@ -118,6 +119,11 @@ impl Reader {
         if self.graph.total_block_samples() > MAX_COUNT {
             return Err(GraphError::TooMany {
                 what: "block samples",
+            });
+        }
+        if self.graph.total_block_edge_count() > MAX_COUNT {
+            return Err(GraphError::TooMany {
+                what: "block edge counts",
             });
         }
         Ok(self.graph)
@@ -221,9 +227,17 @@ impl Reader {
                     "'block' records need a v4 profile; this file's first line says v{version}"
                 ))
             }
+            "block-edge" if version >= 5 => {
+                self.blocks.block_edge(version, fields, |n| names.id(n))?
+            }
+            "block-edge" => {
+                return Err(format!(
+                    "'block-edge' records need a v5 profile; this file's first line says v{version}"
+                ))
+            }
             other => {
                 return Err(format!(
-                    "unknown record '{other}' (expected fn, alias, call, site or block)"
+                    "unknown record '{other}' (expected fn, alias, call, site, block or block-edge)"
                 ))
             }
         }

@@ -152,11 +152,11 @@ fn site_in_a_v1_file_and_a_newer_version_are_errors() {
         err.starts_with("line 4: 'site' records need a v2 profile"),
         "{err}"
     );
-    let newer = Graph::read("# hottext profile v5\nfn A 9 1\n".as_bytes()).unwrap_err();
-    assert!(matches!(newer, GraphError::NewerVersion(5)));
+    let newer = Graph::read("# hottext profile v6\nfn A 9 1\n".as_bytes()).unwrap_err();
+    assert!(matches!(newer, GraphError::NewerVersion(6)));
     assert_eq!(
         newer.to_string(),
-        "the file is a hottext profile v5; this hottext reads v1 to v4: upgrade it"
+        "the file is a hottext profile v6; this hottext reads v1 to v5: upgrade it"
     );
     assert!(matches!(
         Graph::read("# hottext profile v0\nfn A 9 1\n".as_bytes()),

@@ -13,7 +13,10 @@
 //!   their offset in the profiled binary: the compiler's own layout, whose fall-throughs stay
 //!   fall-throughs. Ids are the order blocks were made in, not laid out in: `c` lines in id
 //!   order made a function 11 bytes longer (0xec for 0xe1) with jumps where blocks had fallen
-//!   through, in offset order it came out byte for byte the size of the unsplit one.
+//!   through, in offset order it came out byte for byte the size of the unsplit one. Where the
+//!   profile has block edges (branch records), the blocks after the entry follow an ext-TSP
+//!   order of them instead ([`BlockOrder`]): clang lays the cluster out as listed and adds the
+//!   jumps the new order needs.
 //! - `m MODULE`: the functions that follow count only in the module whose debug-info file name
 //!   is MODULE; without `-g` no function matches it. We write no `m` line (see namesakes below).
 //! - `#` starts a comment line.
@@ -22,10 +25,10 @@
 //! function's own symbol, with or without `-ffunction-sections` (without it, the unlisted
 //! functions stay in `.text`); its other blocks go to `.text.split.NAME` under a local symbol
 //! `NAME.cold`. A second `c` line would make another `.text.hot.NAME` section, under
-//! `NAME.__part.1` (we write one cluster: the order within it is the compiler's, the hot part
-//! stays one piece). An `f` line with no `c` line puts every block in a section of its own. The
-//! `.cold` name is the one GCC gives its split parts, so `verify` and `order` already treat it
-//! as a part that stays out of the hot range.
+//! `NAME.__part.1` (we write one cluster, so the hot part stays one piece). An `f` line with
+//! no `c` line puts every block in a section of its own. The `.cold` name is the one GCC gives
+//! its split parts, so `verify` and `order` already treat it as a part that stays out of the
+//! hot range.
 //!
 //! Errors and staleness: clang stops with a fatal error (a crash report, status 1) on a
 //! malformed id, on an id twice in a function, and on a function named on two `f` lines that
@@ -67,9 +70,12 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use foldhash::HashMap;
+
 use super::format::{Format, Laid, Names, OrderWriter, Writer};
 use super::split_cold_parent;
-use crate::graph::{BlockSamples, FuncId, Graph};
+use crate::graph::{BlockEdge, BlockSamples, FuncId, Graph};
+use crate::layout::block_order::{ext_tsp_order, BlockJump};
 
 /// `--format clang-bb-sections`.
 pub(crate) static FORMAT: Format = Format {
@@ -99,15 +105,18 @@ pub const DEFAULT_MIN_BLOCK_SHARE: f64 = 0.0;
 /// part on most calls (bench/RESULTS.md, "Blocks that must have run").
 pub const DEFAULT_MIN_SPLIT_SAMPLES: u64 = 1;
 
-/// Which blocks a cluster file keeps in the hot part and which functions it splits at all.
+/// Which blocks a cluster file keeps in the hot part, in what order, and which functions it
+/// splits at all.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SplitRule {
-    /// The share of its function's block samples a sampled block needs to stay
-    /// ([`DEFAULT_MIN_BLOCK_SHARE`]).
+    /// The share of its function's block samples (or of its block edges' counts) a block
+    /// needs to stay ([`DEFAULT_MIN_BLOCK_SHARE`]).
     pub min_block_share: f64,
-    /// The samples a function's blocks need, summed, for the function to be split; under it
-    /// the function stays whole ([`DEFAULT_MIN_SPLIT_SAMPLES`]).
+    /// The samples and block edge counts a function's blocks need, summed, for the function
+    /// to be split; under it the function stays whole ([`DEFAULT_MIN_SPLIT_SAMPLES`]).
     pub min_function_samples: u64,
+    /// The order of the kept blocks.
+    pub block_order: BlockOrder,
 }
 
 impl Default for SplitRule {
@@ -115,8 +124,19 @@ impl Default for SplitRule {
         SplitRule {
             min_block_share: DEFAULT_MIN_BLOCK_SHARE,
             min_function_samples: DEFAULT_MIN_SPLIT_SAMPLES,
+            block_order: BlockOrder::ExtTsp,
         }
     }
+}
+
+/// The order of a function's kept blocks in its cluster, after the entry block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockOrder {
+    /// The profiled binary's: the compiler's layout.
+    Original,
+    /// ext-TSP ([`crate::layout::block_order`]) where the profile has block edges between the
+    /// kept blocks (branch records); the compiler's elsewhere.
+    ExtTsp,
 }
 
 /// What a cluster file splits, by the profile's block sizes (an estimate: clang adds a jump
@@ -171,17 +191,19 @@ fn plan<'a>(laid: &'a Laid) -> (Vec<Cluster<'a>>, Clusters) {
             .flat_map(|(range, &id)| graph.blocks_of(id).iter().map(move |b| (range, *b)))
             .collect();
         let samples = (blocks.iter()).fold(0u64, |sum, (_, b)| sum.saturating_add(b.samples));
+        let edges = graph.block_edges_of(f);
+        let evidence = (edges.iter()).fold(samples, |sum, e| sum.saturating_add(e.count));
         let kept = if blocks.is_empty() {
             clusters.without_blocks += 1;
             None
-        } else if samples < laid.split.min_function_samples {
+        } else if evidence < laid.split.min_function_samples {
             clusters.sparse += 1;
             None
         } else if entry.symbols().any(|s| shared.contains(s)) {
             clusters.namesakes.push(func.name.clone());
             None
         } else {
-            Some(kept_blocks(&blocks, laid.split.min_block_share))
+            Some(kept_blocks(&blocks, edges, laid.split.min_block_share))
         };
         let Some(kept) = kept else {
             clusters.hot_bytes_after = clusters.hot_bytes_after.saturating_add(func.size);
@@ -194,10 +216,15 @@ fn plan<'a>(laid: &'a Laid) -> (Vec<Cluster<'a>>, Clusters) {
         clusters.sampled_blocks_split += blocks.len().saturating_sub(kept.len()) as u64;
         let kept_bytes = (kept.iter()).fold(0u64, |sum, b| sum.saturating_add(b.size));
         clusters.hot_bytes_after = clusters.hot_bytes_after.saturating_add(kept_bytes);
-        let ids = std::iter::once(0).chain(kept.iter().map(|b| b.block).filter(|&b| b != 0));
+        let ids = match laid.split.block_order {
+            BlockOrder::ExtTsp => hot_order(&kept, edges),
+            BlockOrder::Original => (std::iter::once(0))
+                .chain(kept.iter().map(|b| b.block).filter(|&b| b != 0))
+                .collect(),
+        };
         lines.push(Cluster {
             symbols: entry.symbols().collect(),
-            kept: ids.collect(),
+            kept: ids,
         });
     }
     (lines, clusters)
@@ -207,7 +234,7 @@ fn plan<'a>(laid: &'a Laid) -> (Vec<Cluster<'a>>, Clusters) {
 fn write(laid: &Laid, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "v1\n# hottext: the sampled blocks of each hot function, the rest split out (clang -fbasic-block-sections=list=FILE)"
+        "v1\n# hottext: the blocks of each hot function that ran, the rest split out (clang -fbasic-block-sections=list=FILE)"
     )?;
     for cluster in plan(laid).0 {
         writeln!(out, "f {}", cluster.symbols.join(" "))?;
@@ -224,19 +251,40 @@ fn splits(laid: &Laid) -> Clusters {
 
 /// The blocks of one function that stay in its hot part, in the order the profiled binary
 /// lays them out (by range: the function's own, then its parts'; then by offset and id): the
-/// entry block if sampled (it stays whatever its share), those that ran unsampled (0 samples:
-/// `profile` inferred that they ran whenever a sampled block of the function did), and those
-/// with at least `min_block_share` of the function's block samples. An inferred block stays
-/// under any share: it ran at least as often as a sampled one, and split out it would cost a
-/// jump out of the hot range and back on every such run.
-fn kept_blocks(blocks: &[(usize, BlockSamples)], min_block_share: f64) -> Vec<BlockSamples> {
+/// entry block if it ran (it stays whatever its share), those that ran unsampled (0 samples:
+/// `profile` inferred that they ran whenever a sampled block of the function did, or branch
+/// records passed through them), and those with at least `min_block_share` of the function's
+/// block samples or of the counts of its block `edges` (into or out of the block, whichever is
+/// more). A block that ran unsampled stays under any share: it ran at least as often as a
+/// sampled one, and split out it would cost a jump out of the hot range and back on every run.
+fn kept_blocks(
+    blocks: &[(usize, BlockSamples)],
+    edges: &[BlockEdge],
+    min_block_share: f64,
+) -> Vec<BlockSamples> {
     let total = blocks
         .iter()
         .fold(0u64, |sum, (_, b)| sum.saturating_add(b.samples));
     let needed = min_block_share * total as f64;
+    let (mut flow_in, mut flow_out) = (HashMap::default(), HashMap::default());
+    for e in edges {
+        *flow_out.entry(e.from).or_insert(0u64) += e.count;
+        *flow_in.entry(e.to).or_insert(0u64) += e.count;
+    }
+    let edge_total = (edges.iter()).fold(0u64, |sum, e| sum.saturating_add(e.count));
+    let flow_needed = min_block_share * edge_total as f64;
+    let flow = |block: u32| {
+        let of = |map: &HashMap<u32, u64>| map.get(&block).copied().unwrap_or(0);
+        of(&flow_in).max(of(&flow_out))
+    };
     let mut kept: Vec<(usize, BlockSamples)> = blocks
         .iter()
-        .filter(|(_, b)| b.block == 0 || b.samples == 0 || b.samples as f64 >= needed)
+        .filter(|(range, b)| {
+            b.block == 0
+                || b.samples == 0
+                || b.samples as f64 >= needed
+                || (*range == 0 && edge_total > 0 && flow(b.block) as f64 >= flow_needed)
+        })
         .copied()
         .collect();
     kept.sort_by_key(|(range, b)| (*range, b.offset, b.block));
@@ -249,10 +297,38 @@ fn kept_blocks(blocks: &[(usize, BlockSamples)], min_block_share: f64) -> Vec<Bl
         .collect()
 }
 
+/// The ids of the kept blocks in the order of their cluster: the entry block, then the others
+/// in an ext-TSP order of the transfers between them (`edges`, those of the function's own
+/// range), which is the compiler's order where no edge says otherwise. The entry block is
+/// listed even where the profile lacks it (its size then counts as 0).
+fn hot_order(kept: &[BlockSamples], edges: &[BlockEdge]) -> Vec<u32> {
+    let mut ids: Vec<u32> = std::iter::once(0)
+        .chain(kept.iter().map(|b| b.block).filter(|&b| b != 0))
+        .collect();
+    if edges.is_empty() {
+        return ids;
+    }
+    let size_of = |id: u32| kept.iter().find(|b| b.block == id).map_or(0, |b| b.size);
+    let sizes: Vec<u64> = ids.iter().map(|&id| size_of(id)).collect();
+    let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let jumps: Vec<BlockJump> = (edges.iter())
+        .filter_map(|e| {
+            Some(BlockJump {
+                from: *position.get(&e.from)?,
+                to: *position.get(&e.to)?,
+                count: e.count,
+            })
+        })
+        .collect();
+    let order = ext_tsp_order(&sizes, &jumps);
+    ids = order.into_iter().map(|i| ids[i]).collect();
+    ids
+}
+
 /// The parts split off each function that the graph has (`f.cold` for `f`), by the symbol of
 /// the function.
-fn split_parts(graph: &Graph) -> foldhash::HashMap<&str, Vec<FuncId>> {
-    let mut parts: foldhash::HashMap<&str, Vec<FuncId>> = foldhash::HashMap::default();
+fn split_parts(graph: &Graph) -> HashMap<&str, Vec<FuncId>> {
+    let mut parts: HashMap<&str, Vec<FuncId>> = HashMap::default();
     for (i, func) in graph.funcs().iter().enumerate() {
         if let Some(parent) = split_cold_parent(&func.name) {
             parts.entry(parent).or_default().push(FuncId::from_index(i));

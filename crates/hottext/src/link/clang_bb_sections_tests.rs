@@ -190,3 +190,65 @@ fn functions_with_fewer_block_samples_than_the_rule_stay_whole() {
     assert_eq!((summary.functions, summary.sparse), (1, 1));
     assert_eq!(summary.hot_bytes_after, 64 + 16);
 }
+
+/// `f`'s blocks by offset 0 (entry), 1, 2, 3, each 16 bytes; branch records show the entry
+/// jumping to block 2 most of the time, and block 2 going on to block 1 and back.
+fn with_block_edges() -> Graph {
+    let mut b = GraphBuilder::default();
+    let f = b.func("f", 64);
+    b.add_samples(f, 100);
+    for (block, samples) in [(0, 10), (1, 40), (2, 49), (3, 1)] {
+        b.add_block_samples(f, block, block as u64 * 16, 16, samples);
+    }
+    for (from, to, count) in [(0, 2, 90), (0, 1, 10), (2, 1, 90), (1, 3, 10), (1, 0, 5)] {
+        b.add_block_edge(f, from, to, count);
+    }
+    b.finish()
+}
+
+#[test]
+fn block_edges_order_the_kept_blocks_so_that_hot_transfers_fall_through() {
+    let graph = with_block_edges();
+    let (file, _) = clusters(&graph, 0.0);
+    assert_eq!(body(&file), ["f f", "c 0 2 1 3"]);
+    let original = SplitRule {
+        block_order: BlockOrder::Original,
+        ..SplitRule::default()
+    };
+    let (file, _) = clusters_with(&graph, original);
+    assert_eq!(body(&file), ["f f", "c 0 1 2 3"]);
+}
+
+#[test]
+fn a_block_with_few_samples_but_much_flow_stays_under_a_share() {
+    // Block 3 drew 1 of 100 samples, but 10 of 205 transfers enter it: under a share of 3 %
+    // of the samples, over 3 % of the flow.
+    let (file, summary) = clusters(&with_block_edges(), 0.03);
+    assert_eq!(body(&file), ["f f", "c 0 2 1 3"]);
+    assert_eq!(summary.sampled_blocks_split, 0);
+    // Over both, it goes.
+    let (file, summary) = clusters(&with_block_edges(), 0.06);
+    assert_eq!(body(&file), ["f f", "c 0 2 1"]);
+    assert_eq!(summary.sampled_blocks_split, 1);
+}
+
+#[test]
+fn block_edges_count_toward_splitting_a_function_without_samples_in_its_blocks() {
+    // Every block ran (branch records passed through them), none was sampled.
+    let mut b = GraphBuilder::default();
+    let f = b.func("f", 48);
+    for block in 0..3 {
+        b.add_block_samples(f, block, block as u64 * 16, 16, 0);
+    }
+    b.add_block_edge(f, 0, 2, 7);
+    let graph = b.finish();
+    let (file, summary) = clusters(&graph, 0.0);
+    assert_eq!(body(&file), ["f f", "c 0 2 1"]);
+    assert_eq!(summary.sparse, 0);
+    let rule = SplitRule {
+        min_function_samples: 8,
+        ..SplitRule::default()
+    };
+    let (_, summary) = clusters_with(&graph, rule);
+    assert_eq!(summary.sparse, 1);
+}

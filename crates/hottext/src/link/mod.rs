@@ -40,7 +40,7 @@ mod write;
 
 pub use crate::layout::alignment::{Alignment, ScriptPlacement};
 pub use clang_bb_sections::{
-    Clusters, SplitRule, DEFAULT_MIN_BLOCK_SHARE, DEFAULT_MIN_SPLIT_SAMPLES,
+    BlockOrder, Clusters, SplitRule, DEFAULT_MIN_BLOCK_SHARE, DEFAULT_MIN_SPLIT_SAMPLES,
 };
 pub use format::{format, Format, FORMATS};
 pub use hot_list::{HotList, HotText, UnsafeNames};

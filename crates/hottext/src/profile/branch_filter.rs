@@ -39,6 +39,11 @@ pub(crate) struct BranchFilter {
     calls_only: bool,
     /// perf saved each record's branch type, in a layout we can read (little-endian).
     types_saved: bool,
+    /// The filter admits every taken branch (`-b`, `-j any`): between two consecutive records
+    /// the code ran straight through, so the records give fall-throughs too.
+    every_branch: bool,
+    /// The flags are little-endian bitfields, whose abort bit we can read.
+    little_endian: bool,
 }
 
 impl BranchFilter {
@@ -46,7 +51,22 @@ impl BranchFilter {
         BranchFilter {
             calls_only: admits_calls_only(filter),
             types_saved: filter.contains(BranchSampleFormat::TYPE_SAVE) && !big_endian,
+            every_branch: filter.contains(BranchSampleFormat::ANY),
+            little_endian: !big_endian,
         }
+    }
+
+    /// Whether the records of a sample are every taken branch, newest first, with nothing
+    /// left out between two of them.
+    pub fn records_every_branch(&self) -> bool {
+        self.every_branch
+    }
+
+    /// Whether a record with these flags ends a transaction that aborted (TSX): the code
+    /// before it did not run to completion, so no fall-through is read across it. A layout
+    /// whose bit cannot be read (big-endian) counts as one.
+    pub fn aborted(&self, flags: u64) -> bool {
+        !self.little_endian || flags & ABORT_BIT != 0
     }
 
     /// What the recording says of a branch record with these flags.
@@ -71,6 +91,8 @@ impl BranchFilter {
 /// Where a branch entry's flags keep the saved type (`struct perf_branch_entry`, after the
 /// mispred, predicted, in_tx and abort bits and 16 bits of cycles), little-endian bitfields.
 const BRANCH_TYPE_SHIFT: u32 = 20;
+/// The `abort` bit of those flags.
+const ABORT_BIT: u64 = 1 << 3;
 const BRANCH_TYPE_MASK: u64 = 0xf;
 
 #[cfg(test)]
@@ -102,5 +124,12 @@ mod tests {
         assert_eq!(big_endian.recorded(typed(4)), Unknown);
         let calls = BranchFilter::new(F::ANY_CALL | F::USER, false);
         assert_eq!(calls.recorded(typed(2)), Call);
+
+        assert!(untyped.records_every_branch());
+        assert!(!calls.records_every_branch());
+        assert!(!BranchFilter::new(F::USER | F::CALL_STACK, false).records_every_branch());
+        assert!(!untyped.aborted(typed(2)));
+        assert!(untyped.aborted(typed(2) | 0b1000));
+        assert!(big_endian.aborted(0));
     }
 }

@@ -14,12 +14,13 @@ use foldhash::HashMap;
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RawEventRecord, RecordType};
 
 use super::branch_filter::RecordedBranch;
+use super::branch_records::Recorded;
 use super::code::Code;
 use super::events::EventChoice;
 use super::mappings::{display_path, BinaryMappings, Identity, MatchedBy, Verdict};
 use super::mmap_record::executable_mapping;
 use super::perf_file::PerfData;
-use super::resolve::{graph, resolve, Recorded, Tally, NO_CALLER, UNRESOLVED};
+use super::resolve::{graph, resolve, Tally, NO_CALLER, UNRESOLVED};
 use super::sample::{RegNumbers, Sample, SampleLayout};
 use super::shares::PlaceCounter;
 use super::unwind::{CfiUnwinder, Step};
@@ -224,12 +225,36 @@ impl Reader<'_> {
         let Some(branches) = sample.branches else {
             return;
         };
-        for (from, to, flags) in branches.iter() {
+        let filter = layout.branches;
+        // The source of the newer record, while the code up to it can be followed back: the
+        // records come newest first, and with every taken branch recorded the code from this
+        // record's target to that source ran straight through.
+        let mut newer_source = None;
+        let repeated_top = filter.records_every_branch() && {
+            let mut top = branches.iter();
+            matches!((top.next(), top.next()), (Some(a), Some(b)) if (a.0, a.1) == (b.0, b.1))
+        };
+        for (i, (from, to, flags)) in branches.iter().enumerate() {
+            let (from, to) = (self.locate(pid, from), self.locate(pid, to));
+            if repeated_top && i == 0 {
+                // Perhaps a copy the CPU wrote: the code decides (`profile::block_edges`).
+                if let (Some(from), Some(to)) = (from, to) {
+                    self.tally.branches.repeated_tops.add((from, to));
+                }
+                continue;
+            }
+            if filter.records_every_branch() {
+                let aborted = filter.aborted(flags);
+                if let (Some(end), Some(start), false) = (newer_source, to, aborted) {
+                    self.tally.branches.fall_throughs.add((start, end));
+                }
+                newer_source = from.filter(|_| !aborted);
+            }
             // A branch with an end outside the binary is not an edge of the binary.
-            let (Some(from), Some(to)) = (self.locate(pid, from), self.locate(pid, to)) else {
+            let (Some(from), Some(to)) = (from, to) else {
                 continue;
             };
-            let bin = match layout.branches.recorded(flags) {
+            let bin = match filter.recorded(flags) {
                 RecordedBranch::Call => Recorded::Call,
                 RecordedBranch::Jump => Recorded::Jump,
                 RecordedBranch::Unknown => Recorded::Unknown,
@@ -242,7 +267,7 @@ impl Reader<'_> {
                     continue;
                 }
             };
-            self.tally.branches[bin as usize].add((from, to));
+            self.tally.branches.by_kind[bin as usize].add((from, to));
         }
     }
 

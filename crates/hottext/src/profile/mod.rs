@@ -40,7 +40,9 @@
 //! ```
 
 mod apportion;
+mod block_edges;
 mod branch_filter;
+mod branch_records;
 mod call_graph;
 mod callers;
 pub(crate) mod code;
@@ -213,6 +215,19 @@ pub struct Stats {
     pub calls_tail_undecided: u64,
     /// Branch records of jumps that stay within one function (the input of a block layout).
     pub branches_within_functions: u64,
+    /// Of those, the records of a jump from a block of the binary's block map to the start of
+    /// one: `block-edge` counts.
+    pub branches_to_block_edges: u64,
+    /// Runs of code between two consecutive branch records of a sample (a filter that records
+    /// every taken branch) that stayed in one function's blocks: fall-through `block-edge`
+    /// counts.
+    pub fall_throughs: u64,
+    /// Such runs that left their function, ran backwards, lay outside the block map or passed
+    /// the end of a block that cannot fall through.
+    pub fall_throughs_unused: u64,
+    /// Samples whose newest branch record repeated the next one where the code between the
+    /// two cannot run straight through: a copy the CPU wrote (an LBR erratum), dropped.
+    pub branches_repeated_dropped: u64,
     /// Branch records of returns.
     pub branches_returns: u64,
     /// Branch records of jumps into the middle of another function, system calls and the like.

@@ -139,15 +139,8 @@ impl Flow {
             }
             // Bytes missing from the file: the block's end is not known.
             unknown |= bytes.len() as u64 != block.size;
-            let falls_through = match last {
-                FlowControl::Return | FlowControl::UnconditionalBranch => false,
-                FlowControl::IndirectBranch => {
-                    unknown = true;
-                    false
-                }
-                FlowControl::ConditionalBranch => true,
-                _ => block.flags & FLAG_CAN_FALL_THROUGH != 0,
-            };
+            unknown |= last == FlowControl::IndirectBranch;
+            let falls_through = falls_through(last, block.flags);
             // Between a block and the next one there may be padding (the nops that align a
             // loop's head): falling through runs over it.
             let next = blocks.get(i + 1);
@@ -204,6 +197,20 @@ impl Flow {
             }
         }
         Some(dominators::immediate(&preds, n))
+    }
+}
+
+/// Whether control can run on from a block whose last instruction has the flow `last` into
+/// the next block: not after a return or a jump (a jump through a pointer included); after a
+/// conditional jump, yes; after anything else (a call, which may never return) as the block
+/// map's flags (`flags`) say.
+pub(super) fn falls_through(last: FlowControl, flags: u8) -> bool {
+    match last {
+        FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch => {
+            false
+        }
+        FlowControl::ConditionalBranch => true,
+        _ => flags & FLAG_CAN_FALL_THROUGH != 0,
     }
 }
 

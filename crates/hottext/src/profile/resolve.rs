@@ -4,8 +4,9 @@
 use foldhash::HashMap;
 
 use super::apportion::apportion;
+use super::branch_records::{self, BranchTally};
 use super::callers::{Callers, Found, Hop};
-use super::code::{Branch, Code};
+use super::code::Code;
 use super::function_index::FunctionIndex;
 use super::header;
 use super::inferred;
@@ -29,17 +30,8 @@ pub(super) struct Tally {
     /// The same of samples unwound by CFI (`--call-graph dwarf`): their return address is the
     /// sampled function's own at every instruction, so no frame repair applies to them.
     pub cfi_tops: PairCounts,
-    /// (source, target) of branch records, by what the recording says the source is.
-    pub branches: [PairCounts; 3],
-}
-
-/// What a recording says a branch record is: its branch filter admits only calls, or perf
-/// saved each record's type; else the code at its source tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Recorded {
-    Call = 0,
-    Jump = 1,
-    Unknown = 2,
+    /// Branch records.
+    pub branches: BranchTally,
 }
 
 /// Samples, calls and call sites by function (indices into `Binary::functions`).
@@ -48,6 +40,8 @@ pub(super) struct Counts {
     /// Samples by (function, block id), with the block's offset in the function and its size,
     /// where the binary has a block map.
     pub blocks: HashMap<(u32, u32), (u64, u64, u64)>,
+    /// Transfers by (function, source block id, target block id), from branch records.
+    pub block_edges: HashMap<(u32, u32, u32), u64>,
     pub calls: HashMap<(u32, u32), u64>,
     /// (caller, callee, offset of a byte of the call in the caller): part of the calls' weight.
     /// As many entries as distinct tallied pairs at most, so bounded as the tally is.
@@ -56,7 +50,7 @@ pub(super) struct Counts {
 
 impl Counts {
     /// `n` calls (or tail jumps) of `hop.callee` by `hop.caller`, found `through_tail` jumps.
-    fn add(
+    pub(super) fn add(
         &mut self,
         hop: Hop,
         n: u64,
@@ -102,6 +96,7 @@ pub(super) fn resolve(
     let mut counts = Counts {
         self_samples: vec![0; binary.functions.len()],
         blocks: HashMap::default(),
+        block_edges: HashMap::default(),
         calls: HashMap::default(),
         sites: HashMap::default(),
     };
@@ -153,6 +148,17 @@ pub(super) fn resolve(
         }
     }
 
+    // Branch records before the inference: their call sites and the blocks their jumps and
+    // fall-throughs ran are what it starts from.
+    branch_records::read(
+        binary,
+        block_map,
+        &callers.code,
+        &index,
+        tally.branches,
+        &mut counts,
+        stats,
+    );
     if let Some(map) = block_map {
         stats.blocks_inferred =
             add_blocks_that_ran(binary, map, &callers.code, &index, &mut counts);
@@ -191,22 +197,6 @@ pub(super) fn resolve(
         }
     }
 
-    let [calls, jumps, unknown] = tally.branches;
-    let recorded = [
-        (Recorded::Call, calls),
-        (Recorded::Jump, jumps),
-        (Recorded::Unknown, unknown),
-    ];
-    for (recorded, pairs) in recorded {
-        for ((from, to), n) in pairs.into_sorted() {
-            let branch = match recorded {
-                Recorded::Call => Some(Branch::Call),
-                Recorded::Jump => Some(Branch::Jump),
-                Recorded::Unknown => callers.code.branch_at(from),
-            };
-            branch_record(branch, from, to, n, &index, &mut counts, stats);
-        }
-    }
     counts
 }
 
@@ -295,39 +285,6 @@ fn add_blocks_that_ran(
     inferred
 }
 
-/// One branch record, `n` times: a call is an edge from its source; a jump is one when it
-/// enters another function at its entry (a tail call); the rest are counted.
-fn branch_record(
-    branch: Option<Branch>,
-    from: u64,
-    to: u64,
-    n: u64,
-    index: &FunctionIndex,
-    counts: &mut Counts,
-    stats: &mut Stats,
-) {
-    let (Some(caller), Some(callee)) = (index.at(from), index.at(to)) else {
-        stats.calls_unresolved += n;
-        return;
-    };
-    let hop = |tail| Hop {
-        caller,
-        callee,
-        site: Some(from),
-        tail,
-    };
-    match branch {
-        Some(Branch::Call) => counts.add(hop(false), n, false, index, stats),
-        Some(Branch::Jump) if caller == callee => stats.branches_within_functions += n,
-        Some(Branch::Jump) if index.starting_at(to).is_some() => {
-            counts.add(hop(true), n, true, index, stats)
-        }
-        Some(Branch::Return) => stats.branches_returns += n,
-        Some(Branch::Jump | Branch::Other) => stats.branches_other += n,
-        None => stats.branches_unclassified += n,
-    }
-}
-
 /// The profile: the functions with samples or calls, their calls, and the headers.
 pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &Stats) -> Graph {
     let mut b = GraphBuilder::default();
@@ -360,9 +317,14 @@ pub(super) fn graph(binary: &Binary, counts: &Counts, kind: SampleKind, stats: &
         b.add_site(caller, callee, offset, weight);
     }
     for (&(f, block), &(offset, size, n)) in &counts.blocks {
-        // Every block's function has samples, declared above.
+        // A block that only branch records show ran may be in a function without samples.
         let id = id_of(&mut b, f);
         b.add_block_samples(id, block, offset, size, n);
+    }
+    for (&(f, from, to), &n) in &counts.block_edges {
+        // Both blocks were counted above, in the same function.
+        let id = id_of(&mut b, f);
+        b.add_block_edge(id, from, to, n);
     }
     if let Some(id) = binary.build_id_hex() {
         b.header("build-id", id);

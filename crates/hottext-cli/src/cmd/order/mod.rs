@@ -46,7 +46,9 @@ use crate::output;
 /// least --min-block-share of its samples, or inferred by `hottext profile` from the code to
 /// have run whenever a sampled one did), and clang splits the rest into NAME.cold
 /// (.text.split.NAME), which every linker input leaves out of the hot range. Functions without
-/// block counts stay whole. Then compile with
+/// block counts stay whole. A profile with block edges (branch records: `perf record -b`)
+/// also keeps every block they pass through and lays each function's kept blocks out in an
+/// ext-TSP order (--block-order); without them, in the compiler's order. Then compile with
 /// `clang -O2 -ffunction-sections -fbasic-block-sections=list=clusters.txt`, and order the same
 /// profile for the linker as usual.
 ///
@@ -62,6 +64,7 @@ use crate::output;
 ///       --markers hot_markers.o --pad-hot-range always
 ///   hottext order server.profile --binary ./server --format clang-bb-sections -o clusters.txt
 ///   hottext order server.profile --format clang-bb-sections --min-split-samples 2 -o clusters.txt
+///   hottext order server.profile --format clang-bb-sections --block-order original -o clusters.txt
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -117,15 +120,19 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = PaddingArg::Auto)]
     pad_hot_range: PaddingArg,
     /// clang-bb-sections: a block stays in its function's hot part when it has at least this
-    /// share (0 to 1) of the function's block samples; 0 keeps every block a sample hit.
-    /// Blocks the profile infers to have run unsampled (0 samples) stay under any share.
+    /// share (0 to 1) of the function's block samples, or of its block edges' counts; 0 keeps
+    /// every block a sample hit. Blocks the profile says ran unsampled (0 samples: inferred
+    /// from the code, or passed by branch records) stay under any share.
     #[arg(long, value_name = "SHARE", default_value_t = link::DEFAULT_MIN_BLOCK_SHARE)]
     min_block_share: f64,
-    /// clang-bb-sections: split only functions whose blocks drew at least this many samples;
-    /// the others stay whole. On a sparse recording (few samples per hot function) a function
+    /// clang-bb-sections: split only functions whose blocks drew at least this many samples
+    /// (block edge counts add to them); the others stay whole. On a sparse recording (few samples per hot function) a function
     /// split from one or two samples loses blocks that ran unsampled; 2 keeps those whole.
     #[arg(long, value_name = "N", default_value_t = link::DEFAULT_MIN_SPLIT_SAMPLES)]
     min_split_samples: u64,
+    /// clang-bb-sections: the order of each split function's kept blocks after its entry block.
+    #[arg(long, value_enum, value_name = "ORDER", default_value_t = BlockOrderArg::ExtTsp)]
+    block_order: BlockOrderArg,
     /// Use the profile even though its build-id differs from the binary's.
     #[arg(long)]
     allow_build_id_mismatch: bool,
@@ -180,6 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         split: link::SplitRule {
             min_block_share: args.min_block_share,
             min_function_samples: args.min_split_samples,
+            block_order: args.block_order.into(),
         },
         progress: &progress,
     };
@@ -345,5 +353,24 @@ fn with_profile_line(e: EmitError, profile: &Path) -> anyhow::Error {
         // Not about the profile: the format lacks its binary.
         None if matches!(e, EmitError::NeedsBinary { .. }) => anyhow::Error::new(e),
         None => anyhow::Error::new(e).context(format!("{}", profile.display())),
+    }
+}
+
+/// `--block-order` (`hottext::link::BlockOrder`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BlockOrderArg {
+    /// Where the profile has block edges (branch records: `perf record -b`), the order that
+    /// turns the most frequent transfers into fall-throughs (ext-TSP); elsewhere the compiler's
+    ExtTsp,
+    /// The compiler's order everywhere, as in the profiled binary
+    Original,
+}
+
+impl From<BlockOrderArg> for link::BlockOrder {
+    fn from(arg: BlockOrderArg) -> link::BlockOrder {
+        match arg {
+            BlockOrderArg::ExtTsp => link::BlockOrder::ExtTsp,
+            BlockOrderArg::Original => link::BlockOrder::Original,
+        }
     }
 }

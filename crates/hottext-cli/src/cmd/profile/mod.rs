@@ -44,7 +44,8 @@ const PROGRESS_FROM_BYTES: u64 = 64 << 20;
 ///
 /// When BIN was built by clang with -fbasic-block-address-map, each sample is also counted in
 /// its basic block (`block` lines, profile v4), and the report says how much of the sampled
-/// functions' bytes ran.
+/// functions' bytes ran. With branch records (`perf record -b`), the jumps and fall-throughs
+/// between a function's blocks are written too (`block-edge` lines, profile v5).
 ///
 /// Example:
 ///   hottext profile perf.data --binary ./server -o server.profile

@@ -169,6 +169,16 @@ fn print_calls(out: &mut dyn Write, s: &Summary) -> anyhow::Result<()> {
             st.branches_other,
             st.branches_unclassified
         )?;
+        if st.block_map {
+            writeln!(
+                out,
+                "  block edges       {} jumps between blocks, {} fall-throughs ({} runs between records unused, {} repeated records dropped)",
+                st.branches_to_block_edges,
+                st.fall_throughs,
+                st.fall_throughs_unused,
+                st.branches_repeated_dropped
+            )?;
+        }
     }
     if st.sample_kind == SampleKind::Dwarf {
         writeln!(

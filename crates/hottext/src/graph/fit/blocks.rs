@@ -1,10 +1,11 @@
 //! A profile's basic blocks on another binary: block counts name blocks by id, offset and size
-//! in their function, so they are kept only where the binary has the same blocks there.
+//! in their function, so they are kept only where the binary has the same blocks there; the
+//! function's block edges go with them.
 
 use crate::binary::{Binary, StatedAddr};
 use crate::graph::{FuncId, Graph, GraphBuilder};
 
-/// Adds to `b` the blocks of each profile function `i` that `fitted[i]` places at the binary's
+/// Adds to `b` the blocks (and block edges) of each profile function `i` that `fitted[i]` places at the binary's
 /// function (its index in [`Binary::functions`]) and its id in `b`, unless `code_changed[i]`
 /// or the binary's block map differs from what the profile says of a sampled block. Returns
 /// the functions whose blocks were left out, by their profile names.
@@ -41,6 +42,9 @@ pub(super) fn fit_blocks(
         }
         for block in blocks {
             b.add_block_samples(id, block.block, block.offset, block.size, block.samples);
+        }
+        for e in profile.block_edges_of(FuncId::from_index(i)) {
+            b.add_block_edge(id, e.from, e.to, e.count);
         }
     }
     dropped
