@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use fastrand::Rng;
+
 /// Tokens that probe number parsing, escapes and the formats' delimiters.
 const TOKENS: &[&[u8]] = &[
     b"0",
@@ -41,54 +43,38 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
-/// xorshift64*: deterministic, so that a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
-    let mut data = seeds[rng.below(seeds.len())].clone();
-    for _ in 0..1 + rng.below(4) {
-        let at = rng.below(data.len() + 1);
-        match rng.below(7) {
+    let mut data = seeds[below(rng, seeds.len())].clone();
+    for _ in 0..1 + below(rng, 4) {
+        let at = below(rng, data.len() + 1);
+        match below(rng, 7) {
             0 if !data.is_empty() => {
-                let i = rng.below(data.len());
-                data[i] ^= 1 << rng.below(8);
+                let i = below(rng, data.len());
+                data[i] ^= 1 << below(rng, 8);
             }
             1 if !data.is_empty() => {
-                let i = rng.below(data.len());
-                data[i] = [0, 0xff, 0x7f, 0x80, rng.next() as u8][rng.below(5)];
+                let i = below(rng, data.len());
+                data[i] = [0, 0xff, 0x7f, 0x80, rng.u8(..)][below(rng, 5)];
             }
             2 => {
-                let token = TOKENS[rng.below(TOKENS.len())];
+                let token = TOKENS[below(rng, TOKENS.len())];
                 data.splice(at..at, token.iter().copied());
             }
             3 => {
-                let end = (at + rng.below(64)).min(data.len());
+                let end = (at + below(rng, 64)).min(data.len());
                 data.drain(at..end);
             }
             4 => data.truncate(at),
             5 => {
-                let end = (at + rng.below(256)).min(data.len());
+                let end = (at + below(rng, 256)).min(data.len());
                 let copy = data[at..end].to_vec();
-                let to = rng.below(data.len() + 1);
+                let to = below(rng, data.len() + 1);
                 data.splice(to..to, copy);
             }
             _ => {
                 // The tail of another seed after this one's head.
-                let other = &seeds[rng.below(seeds.len())];
-                let from = rng.below(other.len() + 1);
+                let other = &seeds[below(rng, seeds.len())];
+                let from = below(rng, other.len() + 1);
                 data.truncate(at);
                 data.extend_from_slice(&other[from..]);
             }
@@ -102,7 +88,7 @@ fn smoke(target: &str, run: fn(&[u8]) -> bool, rounds: usize) {
     for (i, seed) in seeds.iter().enumerate() {
         assert!(run(seed), "{target}: seed {i} is refused");
     }
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ target.len() as u64);
+    let mut rng = Rng::with_seed(0x9e37_79b9_7f4a_7c15 ^ target.len() as u64);
     let mut refused = 0;
     for _ in 0..rounds {
         if !run(&mutate(&mut rng, &seeds)) {
@@ -140,4 +126,9 @@ fn block_map_reader_survives_mutated_sections() {
 #[test]
 fn perf_data_reader_survives_mutated_recordings() {
     smoke("perf_data", hottext::fuzz::perf_data, 5_000);
+}
+
+/// A number below `n` (0 when `n` is 0), from a seeded generator: a failure reproduces.
+fn below(rng: &mut Rng, n: usize) -> usize {
+    rng.usize(..n.max(1))
 }

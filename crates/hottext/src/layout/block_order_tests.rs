@@ -1,5 +1,7 @@
 //! ext-TSP block order: hand-written CFGs, one rule a test, then properties of random ones.
 
+use fastrand::Rng;
+
 use super::*;
 
 /// Jumps from `(from, to, count)` triples.
@@ -139,49 +141,33 @@ fn blocks_of_zero_bytes_count_as_one_and_huge_sizes_do_not_overflow() {
     assert!(ext_tsp_score(&huge, &around, &order) >= 10.0);
 }
 
-/// xorshift64*: deterministic, so that a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// A function of `n` blocks shaped like compiled code: mostly fall-throughs to the next block,
 /// half the blocks with a branch to a block up to 32 away either way (loops, if-arms), a few
 /// far; counts spread over four orders of magnitude. `shuffled` renumbers all blocks but the
 /// entry, so that the compiler's order is a poor one.
 fn random_function(rng: &mut Rng, n: usize, shuffled: bool) -> (Vec<u64>, Vec<BlockJump>) {
-    let sizes = (0..n).map(|_| 4 + rng.below(60) as u64).collect();
+    let sizes = (0..n).map(|_| 4 + below(rng, 60) as u64).collect();
     let mut label: Vec<usize> = (0..n).collect();
     if shuffled {
         for i in (2..n).rev() {
-            let j = 1 + rng.below(i);
+            let j = 1 + below(rng, i);
             label.swap(i, j);
         }
     }
     let mut list = Vec::new();
-    let count = |rng: &mut Rng| (1u64 << rng.below(14)) + rng.below(100) as u64;
+    let count = |rng: &mut Rng| (1u64 << below(rng, 14)) + below(rng, 100) as u64;
     for b in 0..n {
-        if b + 1 < n && rng.below(5) != 0 {
+        if b + 1 < n && below(rng, 5) != 0 {
             list.push(BlockJump {
                 from: label[b],
                 to: label[b + 1],
                 count: count(rng),
             });
         }
-        if rng.below(2) == 0 {
-            let near = (b + rng.below(65)).saturating_sub(32).min(n - 1);
-            let to = if rng.below(10) == 0 {
-                rng.below(n)
+        if below(rng, 2) == 0 {
+            let near = (b + below(rng, 65)).saturating_sub(32).min(n - 1);
+            let to = if below(rng, 10) == 0 {
+                below(rng, n)
             } else {
                 near
             };
@@ -200,7 +186,7 @@ fn random_function(rng: &mut Rng, n: usize, shuffled: bool) -> (Vec<u64>, Vec<Bl
 /// `fan_out` handlers picked at random.
 fn interpreter(rng: &mut Rng, handlers: usize, fan_out: usize) -> (Vec<u64>, Vec<BlockJump>) {
     let sizes = (0..handlers * 4)
-        .map(|_| 4 + rng.below(60) as u64)
+        .map(|_| 4 + below(rng, 60) as u64)
         .collect();
     let mut list = Vec::new();
     for h in 0..handlers {
@@ -212,11 +198,11 @@ fn interpreter(rng: &mut Rng, handlers: usize, fan_out: usize) -> (Vec<u64>, Vec
             });
         }
         for _ in 0..fan_out {
-            let to = rng.below(handlers) * 4;
+            let to = below(rng, handlers) * 4;
             list.push(BlockJump {
                 from: h * 4 + 3,
                 to,
-                count: 1 + rng.below(1000) as u64,
+                count: 1 + below(rng, 1000) as u64,
             });
         }
     }
@@ -232,11 +218,11 @@ fn assert_is_a_permutation_with_the_entry_first(order: &[usize], n: usize) {
 
 #[test]
 fn random_functions_never_score_below_the_compilers_order_and_mostly_above() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::with_seed(0x9e37_79b9_7f4a_7c15);
     let mut improved = 0;
     let runs = 300;
     for run in 0..runs {
-        let n = 1 + rng.below(60);
+        let n = 1 + below(&mut rng, 60);
         let (sizes, list) = random_function(&mut rng, n, run % 2 == 0);
         let order = ext_tsp_order(&sizes, &list);
         assert_is_a_permutation_with_the_entry_first(&order, n);
@@ -257,7 +243,7 @@ fn random_functions_never_score_below_the_compilers_order_and_mostly_above() {
 
 #[test]
 fn a_function_of_5000_blocks_is_ordered_and_beats_a_shuffled_order() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::with_seed(42);
     let n = 5000;
     let (sizes, list) = random_function(&mut rng, n, true);
     let order = ext_tsp_order(&sizes, &list);
@@ -272,7 +258,7 @@ fn a_function_of_5000_blocks_is_ordered_and_beats_a_shuffled_order() {
 
 #[test]
 fn a_spent_budget_stops_merging_but_never_loses_to_the_compilers_order() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::with_seed(7);
     for (run, shuffled) in [false, true, false, true].into_iter().enumerate() {
         let n = 400;
         let (sizes, list) = random_function(&mut rng, n, shuffled);
@@ -301,7 +287,7 @@ fn a_spent_budget_stops_merging_but_never_loses_to_the_compilers_order() {
 #[test]
 fn an_interpreters_dispatch_jumps_are_brought_closer() {
     // 300 handlers dispatching to 50 each: 16 000 jumps between 1 200 blocks.
-    let (sizes, list) = interpreter(&mut Rng(7), 300, 50);
+    let (sizes, list) = interpreter(&mut Rng::with_seed(7), 300, 50);
     let order = ext_tsp_order(&sizes, &list);
     assert_is_a_permutation_with_the_entry_first(&order, sizes.len());
     let original: Vec<usize> = (0..sizes.len()).collect();
@@ -311,4 +297,9 @@ fn an_interpreters_dispatch_jumps_are_brought_closer() {
     );
     // The handlers' own fall-throughs score the same in both; the dispatch jumps do better.
     assert!(ours > 1.2 * theirs, "{ours} against {theirs}");
+}
+
+/// A number below `n` (0 when `n` is 0), from a seeded generator: a failure reproduces.
+fn below(rng: &mut Rng, n: usize) -> usize {
+    rng.usize(..n.max(1))
 }
