@@ -18,7 +18,7 @@
 //! newest record of a sample: the two newest records are the same branch, and the run between
 //! them crosses code that cannot run straight through. Such a newest record is read as a
 //! branch, with its run, only where that run is possible; else it is dropped
-//! ([`repeated_top`]).
+//! ([`Runs::repeated_top`]).
 //!
 //! The blocks at both ends of an edge ran: they are counted with 0 samples when no sample hit
 //! them, so that the profile's `block` lines declare every block an edge names.
