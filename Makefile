@@ -81,8 +81,9 @@ bench-graph: build
 bench-graph-layout: build
 	bash bench/graph/layout.sh
 
-## bench-blocks: clang builds of PostgreSQL and the demo: function order, order + split, BOLT 19
-## (function order and full), lld's CDSort, from one recording; simulated misses (issue 36, ~1 h).
+## bench-blocks: clang builds of PostgreSQL and the demo: function order, order + split (from the
+## samples, and from exact block edges of a callgrind trace), BOLT 19 (function order and full),
+## lld's CDSort, from one recording; simulated misses (issue 36, ~1 h).
 bench-blocks: build
 	bash bench/blocks/run.sh
 

@@ -4,6 +4,7 @@
 demo_opt="-O2 -fbasic-block-address-map -Wno-unknown-attributes"
 demo_requests=${DEMO_REQUESTS:-200000}
 demo_sim=${DEMO_SIM_REQUESTS:-20000}
+demo_trace=${DEMO_TRACE_REQUESTS:-200000}
 demo_make() { # BUILD-DIR OPT TARGET...: the demo's Makefile, always with clang 19
     local build=$1 opt=$2
     shift 2
@@ -29,6 +30,11 @@ t_record() {
     "$hottext" profile "$w/perf.data" --binary "$w/default" -o "$w/profile.profile" 2>"$w/profile.log"
     perf record -q -e cpu-clock -o "$w/bolt.data" -- "$w/default" --requests $((demo_requests * 5)) \
         >/dev/null 2>"$w/perf-bolt.log"
+}
+t_trace() { # DIR: the default binary under callgrind, every instruction and jump counted
+    rm -rf "$1" && mkdir -p "$1"
+    valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes --callgrind-out-file="$1/callgrind.out.1" \
+        "$w/default" --requests "$demo_trace" >/dev/null 2>"$1/valgrind.log" || { tail -20 "$1/valgrind.log"; exit 1; }
 }
 # The split objects: a second build directory (the same generated sources), compiled with the
 # cluster file; the plain objects stay as they are.

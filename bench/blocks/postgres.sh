@@ -8,6 +8,7 @@ pg_scale=${PG_SCALE:-2}
 pg_tx=${PG_SIM_TX:-2000}
 pg_record_s=${PG_RECORD_SECONDS:-20}
 pg_seconds=${PG_SECONDS:-5}
+pg_trace_tx=${PG_TRACE_TX:-2000}
 pg_user=${PG_USER:-hottext-pg}
 pg_cpu=$(($(nproc) - 1))
 pg_sock() { echo "$w/sock-$1"; }
@@ -82,6 +83,24 @@ t_record() {
     wait $!
     pg_stop
     "$hottext" profile "$w/perf.data" --binary "$w/default" -o "$w/profile.profile" 2>"$w/profile.log"
+}
+# The default server under callgrind (every instruction and jump counted, one file a process),
+# pgbench as t_record runs it for PG_TRACE_TX transactions. Counted only below BackendRun (a
+# backend's work from its login on): a forked child starts with its parent's counts, so each
+# file would hold the postmaster's start again; the background processes count nothing.
+t_trace() { # DIR
+    local dir=$1
+    rm -rf "$dir" && mkdir -p "$dir" && chown "$pg_user:" "$dir"
+    taskset -c "$pg_cpu" sh -c "exec $(as_user) valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes \
+        --trace-children=yes --collect-atstart=no --toggle-collect=BackendRun --vgdb=no \
+        --callgrind-out-file=$dir/callgrind.out.%p --log-file=$dir/valgrind.%p.log \
+        $w/default -D $w/data-0 -k $(pg_sock 0)" >"$w/server-trace.log" 2>&1 &
+    pg_pid=$!
+    for _ in $(seq 1500); do sh -c "$(pg_ready_quiet 0)" 2>/dev/null && break; sleep 0.2; done
+    sh -c "$(pg_ready_quiet 0)" 2>/dev/null || { tail -20 "$w/server-trace.log" >&2; die "postgres under callgrind did not start"; }
+    sh -c "$(pg_load 0 -c 1 -t "$pg_trace_tx")" >"$w/trace-load.log" 2>&1 ||
+        { tail -20 "$w/trace-load.log" >&2; die "pgbench under the trace failed"; }
+    pg_stop
 }
 t_link() { # NAME LDFLAGS_EX: PostgreSQL's own link rule with more flags
     rm -f "$pg_src/src/backend/postgres"

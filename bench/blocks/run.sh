@@ -17,6 +17,14 @@
 #              -fbasic-block-sections=list=FILE, the hot parts ordered by the ld script, at each
 #              offset; skipped (with the reason printed) while `hottext order --help` has no
 #              such format
+#   split-edges  the split arm from the profile with exact block edges (profile-edges.profile:
+#              trace_edges.py adds to profile.profile the edges and blocks that ran of a
+#              callgrind trace of the default binary under the same load, standing in for the
+#              branch records this machine cannot take): the blocks that ran kept, each
+#              function's laid out by ext-TSP (--block-order ext-tsp, the default); its ld script
+#              from the same profile
+#   split-edges-original  the same with --block-order original (the compiler's order): what
+#              the kept blocks buy apart from the order
 #   bolt-fn    BOLT 19 -reorder-functions=cdsort (profile without LBR: perf2bolt -nl)
 #   bolt-full  BOLT 19 as its docs recommend: -reorder-blocks=ext-tsp -split-functions
 #              -split-all-cold -split-eh -reorder-functions=cdsort, same profile
@@ -27,6 +35,8 @@
 #
 # One recording: `hottext record` of the load with call chains, then (perf2bolt cannot read
 # call chains) `perf record` without them under the same load, converted by perf2bolt -nl.
+# The split-edges arms add a shorter run of the same load under callgrind (not a recording:
+# exact counts, more than sampled branch records would give).
 #
 # Measures (bench/blocks/table.py writes the table): `hottext ab --simulate` (cachegrind: L1
 # iTLB, L2 iTLB, L1i; exact counts, so a busy machine does not change them), arms simulated in
@@ -36,21 +46,25 @@
 # work mean nothing.
 #
 # Environment: WORK (default /tmp/hottext-blocks-bench), TARGETS, ARMS, SPLIT_FLAGS (options of
-# the split arm's `hottext order --format clang-bb-sections`, e.g. "--min-split-samples 2"; the
-# cluster file is written again only when the split binaries are older than it), OFFSETS (default
-# "0 64 128 192"), MEASURE (0), RUNS (timed rounds, 10), JOBS (simulations at once, 2), REUSE
-# (1: the recordings already in WORK are used again, the default binary being the same, and so
-# are the simulated pairs already there, sim-A--B.json, and the split arm's binaries: a new arm
-# is simulated alone, and the objects are not recompiled), and
+# the split arms' `hottext order --format clang-bb-sections`, e.g. "--min-split-samples 2"; an
+# arm's cluster file is written again only when its binaries are older than it or it is older
+# than its profile), OFFSETS (default "0 64 128 192"), MEASURE (0), RUNS (timed rounds, 10),
+# JOBS (simulations at once, 2), REUSE (1: the recordings already in WORK are used again, the
+# default binary being the same, and so are the split arms' binaries (the objects are not
+# recompiled), the callgrind trace (WORK/TARGET/trace, done when trace.done is there;
+# profile-edges.profile is written again when older than it or than profile.profile), and the
+# simulations already there: an arm on either side of some sim-A--B.json is not simulated again,
+# table.py reads it from there, so move the file away when the arm's binaries change), and
 # per target: PG_DIR (/tmp/hottext-pg-clang), PG_SCALE (2), PG_SIM_TX (select-only
 # transactions a simulated run, net of a tenth, 2000), PG_RECORD_SECONDS (20), PG_SECONDS
-# (timed run, 5); DEMO_SIM_REQUESTS (20000, net of a tenth), DEMO_REQUESTS (timed, 200000).
+# (timed run, 5), PG_TRACE_TX (transactions under the trace, 2000); DEMO_SIM_REQUESTS (20000,
+# net of a tenth), DEMO_REQUESTS (timed, 200000), DEMO_TRACE_REQUESTS (under the trace, 200000).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${WORK:-/tmp/hottext-blocks-bench}
 targets=${TARGETS:-postgres demo}
-arms=${ARMS:-default auto cdsort split bolt-fn bolt-full lld-cdsort}
+arms=${ARMS:-default auto cdsort split split-edges split-edges-original bolt-fn bolt-full lld-cdsort}
 offsets=${OFFSETS:-0 64 128 192}
 runs=${RUNS:-10}
 jobs=${JOBS:-2}
@@ -66,15 +80,16 @@ for tool in clang-19 "$llvm/llvm-bolt" "$llvm/perf2bolt" "$llvm/ld.lld" valgrind
 done
 offsets_csv=$(echo "$offsets" | tr ' ' ,)
 split_reason=""
-if has split && ! "$hottext" order --help | grep -q clang-bb-sections; then
+if { has split || has split-edges || has split-edges-original; } && ! "$hottext" order --help | grep -q clang-bb-sections; then
     split_reason="skipped: hottext has no clang-bb-sections format yet (hottext order --help does not list it)"
 fi
 
 # The arms of one target, from its t_* functions (postgres.sh, demo.sh): t_prepare (objects and
-# $w/default), t_record (profile.profile, bolt.data), t_link NAME FLAGS, t_split_objects
-# CLUSTER-FILE (recompile; t_link then links them), t_plain_objects (back to the plain objects),
-# t_bolt_flags, t_check (every arm runs), t_finish (after the links), t_sim NAME A-BIN B-BIN
-# [ab options], t_time NAME BIN.
+# $w/default), t_record (profile.profile, bolt.data), t_trace DIR (DIR/callgrind.out.*: the
+# default binary under callgrind, every instruction and jump counted, for the edge arms),
+# t_link NAME FLAGS, t_split_objects CLUSTER-FILE (recompile; t_link then links them),
+# t_plain_objects (back to the plain objects), t_bolt_flags, t_check (every arm runs), t_finish
+# (after the links), t_sim NAME A-BIN B-BIN [ab options], t_time NAME BIN.
 bench_target() {
     local t=$1 w=$work/$1
     mkdir -p "$w"
@@ -97,12 +112,52 @@ bench_target() {
             { tail -20 "$w/perf2bolt.log"; exit 1; }
     fi
 
-    split_linked() { # the split arm's binaries at every offset, newer than their cluster file
+    # split_arm NAME PROFILE [ORDER-OPTIONS]: an arm with clang's block sections: PROFILE's
+    # cluster file (clusters.txt for split, clusters-edges.txt for split-edges, ...), the objects
+    # compiled again with it, PROFILE's ld script at each offset, the plain objects back after.
+    split_arm() {
+        local name=$1 prof=$2 clusters=$w/clusters${1#split}.txt o
+        shift 2
+        if [ "${REUSE:-0}" = 1 ] && [ "$clusters" -nt "$prof" ] && split_linked "$name" "$clusters"; then
+            echo "$name: reusing the $name-at-* binaries in $w (built from $clusters)"
+        else
+            # shellcheck disable=SC2086 # SPLIT_FLAGS: options, split on spaces
+            order_of "$prof" --format clang-bb-sections ${SPLIT_FLAGS:-} "$@" -o "$clusters" \
+                2>"$w/order-$name.log"
+            t_split_objects "$clusters"
+            for o in $offsets; do
+                order_of "$prof" --format ld-script --hot-offset "$o" -o "$w/$name-at-$o.ld" 2>>"$w/order-$name.log"
+                t_link "$name-at-$o" "-Wl,-T,$w/$name-at-$o.ld"
+            done
+            t_plain_objects
+        fi
+        ln -sf "$name-at-${offsets%% *}" "$w/$name"
+    }
+    split_linked() { # NAME CLUSTERS: the arm's binaries at every offset, newer than its cluster file
         local o
-        for o in $offsets; do [ "$w/split-at-$o" -nt "$w/clusters.txt" ] || return 1; done
+        for o in $offsets; do [ "$w/$1-at-$o" -nt "$2" ] || return 1; done
+    }
+    # The profile with exact block edges (trace_edges.py): the default binary traced under
+    # callgrind (t_trace; the trace is reused under REUSE=1), its edges added to profile.profile.
+    edges_profile() {
+        if [ "${REUSE:-0}" = 1 ] && [ -f "$w/trace.done" ]; then
+            echo "split-edges: reusing the trace in $w/trace"
+        else
+            step "$t: the default binary traced under callgrind, for exact block edges"
+            rm -f "$w/trace.done"
+            t_trace "$w/trace"
+            touch "$w/trace.done"
+        fi
+        if ! { [ "$w/profile-edges.profile" -nt "$w/profile.profile" ] &&
+            [ "$w/profile-edges.profile" -nt "$w/trace.done" ]; }; then
+            python3 "$here/trace_edges.py" "$w/profile.profile" "$w/default" "$w"/trace/callgrind.out.* \
+                >"$w/profile-edges.profile" 2>"$w/trace-edges.log" || { cat "$w/trace-edges.log"; exit 1; }
+        fi
+        cat "$w/trace-edges.log"
     }
     step "$t: orders and links"
-    order() { "$hottext" order "$w/profile.profile" --binary "$w/default" "$@"; }
+    order_of() { local prof=$1; shift; "$hottext" order "$prof" --binary "$w/default" "$@"; }
+    order() { order_of "$w/profile.profile" "$@"; }
     for a in auto cdsort; do
         has $a || continue
         for o in $offsets; do
@@ -111,23 +166,16 @@ bench_target() {
         done
         ln -sf "$a-at-${offsets%% *}" "$w/$a"
     done
-    if has split; then
-        rm -f "$w/split-skipped.txt"
-        if [ -n "$split_reason" ]; then
-            echo "split: $split_reason" | tee "$w/split-skipped.txt"
-        elif [ "${REUSE:-0}" = 1 ] && split_linked; then
-            echo "split: reusing the split-at-* binaries in $w (built from $w/clusters.txt)"
-            ln -sf "split-at-${offsets%% *}" "$w/split"
-        else
-            # shellcheck disable=SC2086 # SPLIT_FLAGS: options, split on spaces
-            order --format clang-bb-sections ${SPLIT_FLAGS:-} -o "$w/clusters.txt" 2>"$w/order-split.log"
-            t_split_objects "$w/clusters.txt"
-            for o in $offsets; do
-                order --format ld-script --hot-offset "$o" -o "$w/split-at-$o.ld" 2>>"$w/order-split.log"
-                t_link "split-at-$o" "-Wl,-T,$w/split-at-$o.ld"
-            done
-            ln -sf "split-at-${offsets%% *}" "$w/split"
-            t_plain_objects
+    rm -f "$w/split-skipped.txt"
+    if [ -n "$split_reason" ]; then
+        echo "split: $split_reason" | tee "$w/split-skipped.txt"
+    else
+        ! has split || split_arm split "$w/profile.profile"
+        if has split-edges || has split-edges-original; then
+            edges_profile
+            ! has split-edges || split_arm split-edges "$w/profile-edges.profile"
+            ! has split-edges-original ||
+                split_arm split-edges-original "$w/profile-edges.profile" --block-order original
         fi
     fi
     if has lld-cdsort; then
@@ -149,10 +197,23 @@ bench_target() {
     # Pairs, so that no `ab` runs the same binary at every offset for nothing: the arms with
     # offsets together, the one-layout arms together.
     step "$t: simulate (offsets $offsets for hottext's arms)"
+    simulated() { # ARM: the first sim-*--*.json with ARM on one side, as table.py reads it
+        local f
+        for f in "$w"/sim-*--*.json; do
+            [ -s "$f" ] || continue
+            case "--$(basename "$f" .json | sed 's/^sim-//')--" in *"--$1--"*) echo "$f"; return 0 ;; esac
+        done
+        return 1
+    }
     local with=() without=()
     for a in $arms; do
         [ -e "$w/$a" ] || continue
-        case $a in auto | cdsort | split) with+=("$a") ;; *) without+=("$a") ;; esac
+        # An arm that a pair already there simulated (REUSE=1) is not simulated again.
+        if [ "${REUSE:-0}" = 1 ] && simulated "$a" >/dev/null; then
+            echo "  $a: reusing $(simulated "$a")"
+            continue
+        fi
+        case $a in auto | cdsort | split*) with+=("$a") ;; *) without+=("$a") ;; esac
     done
     sim_pairs() { # OFFSETS ARM...: an odd arm out goes with the first arm again
         local offs=$1 first=$2

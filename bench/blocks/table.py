@@ -24,6 +24,8 @@ WHAT = {
     "auto": "hottext order (auto)",
     "cdsort": "hottext order --algorithm cdsort",
     "split": "hottext order + split (clang-bb-sections)",
+    "split-edges": "order + split, exact block edges (ext-tsp)",
+    "split-edges-original": "order + split, exact block edges (original order)",
     "bolt-fn": "BOLT 19 function order (cdsort)",
     "bolt-full": "full BOLT 19 (ext-tsp, split, cdsort)",
     "lld-cdsort": "lld 19 CDSort on our call edges",
