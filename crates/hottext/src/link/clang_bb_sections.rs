@@ -308,8 +308,10 @@ fn hot_order(kept: &[BlockSamples], edges: &[BlockEdge]) -> Vec<u32> {
     if edges.is_empty() {
         return ids;
     }
-    let size_of = |id: u32| kept.iter().find(|b| b.block == id).map_or(0, |b| b.size);
-    let sizes: Vec<u64> = ids.iter().map(|&id| size_of(id)).collect();
+    let entry_size = kept.iter().find(|b| b.block == 0).map_or(0, |b| b.size);
+    let sizes: Vec<u64> = std::iter::once(entry_size)
+        .chain(kept.iter().filter(|b| b.block != 0).map(|b| b.size))
+        .collect();
     let position: HashMap<u32, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
     let jumps: Vec<BlockJump> = (edges.iter())
         .filter_map(|e| {
