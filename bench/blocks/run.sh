@@ -28,15 +28,22 @@
 #   bolt-fn    BOLT 19 -reorder-functions=cdsort (profile without LBR: perf2bolt -nl)
 #   bolt-full  BOLT 19 as its docs recommend: -reorder-blocks=ext-tsp -split-functions
 #              -split-all-cold -split-eh -reorder-functions=cdsort, same profile
+#   bolt-full-edges  bolt-full fed the split-edges arms' callgrind trace as branch records
+#              (trace_edges.py --bolt: every jump and call as `B`, every fall-through as `F`, in
+#              perf2bolt -pa's pre-aggregated format, converted to bolt-edges.fdata): the fair
+#              peer of split-edges
+#   bolt-full-edges-sampled  the same, the trace's transfers kept only within and between the
+#              profile's functions (trace_edges.py --bolt-sampled): the functions split-edges has
+#              edges for, where bolt-full-edges has every function that ran
 #   lld-cdsort lld 19 --call-graph-profile-sort=cdsort on hottext's call edges (lld-cgprofile)
-# Both BOLT arms add -hot-text (only the __hot_start/__hot_end symbols around the hot
+# The BOLT arms add -hot-text (only the __hot_start/__hot_end symbols around the hot
 # functions), so that their hot range is measured like ours. BOLT moves code, it cannot be
 # relinked at an offset: its arms and lld's are simulated at their one layout.
 #
 # One recording: `hottext record` of the load with call chains, then (perf2bolt cannot read
 # call chains) `perf record` without them under the same load, converted by perf2bolt -nl.
-# The split-edges arms add a shorter run of the same load under callgrind (not a recording:
-# exact counts, more than sampled branch records would give).
+# The split-edges and bolt-full-edges arms add a shorter run of the same load under callgrind
+# (not a recording: exact counts, more than sampled branch records would give).
 #
 # Measures (bench/blocks/table.py writes the table): `hottext ab --simulate` (cachegrind: L1
 # iTLB, L2 iTLB, L1i; exact counts, so a busy machine does not change them), arms simulated in
@@ -52,7 +59,8 @@
 # JOBS (simulations at once, 2), REUSE (1: the recordings already in WORK are used again, the
 # default binary being the same, and so are the split arms' binaries (the objects are not
 # recompiled), the callgrind trace (WORK/TARGET/trace, done when trace.done is there;
-# profile-edges.profile is written again when older than it or than profile.profile), and the
+# profile-edges.profile and the bolt-edges arms' fdata are written again when older than it or
+# than profile.profile), and the
 # simulations already there: an arm on either side of some sim-A--B.json is not simulated again,
 # table.py reads it from there, so move the file away when the arm's binaries change), and
 # per target: PG_DIR (/tmp/hottext-pg-clang), PG_SCALE (2), PG_SIM_TX (select-only
@@ -64,7 +72,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${WORK:-/tmp/hottext-blocks-bench}
 targets=${TARGETS:-postgres demo}
-arms=${ARMS:-default auto cdsort split split-edges split-edges-original bolt-fn bolt-full lld-cdsort}
+arms=${ARMS:-default auto cdsort split split-edges split-edges-original bolt-fn bolt-full bolt-full-edges bolt-full-edges-sampled lld-cdsort}
 offsets=${OFFSETS:-0 64 128 192}
 runs=${RUNS:-10}
 jobs=${JOBS:-2}
@@ -137,17 +145,24 @@ bench_target() {
         local o
         for o in $offsets; do [ "$w/$1-at-$o" -nt "$2" ] || return 1; done
     }
-    # The profile with exact block edges (trace_edges.py): the default binary traced under
-    # callgrind (t_trace; the trace is reused under REUSE=1), its edges added to profile.profile.
-    edges_profile() {
+    # The default binary traced under callgrind (t_trace), once a run: reused under REUSE=1.
+    local trace_taken=""
+    traced() {
+        [ -z "$trace_taken" ] || return 0
+        trace_taken=1
         if [ "${REUSE:-0}" = 1 ] && [ -f "$w/trace.done" ]; then
-            echo "split-edges: reusing the trace in $w/trace"
+            echo "reusing the trace in $w/trace"
         else
             step "$t: the default binary traced under callgrind, for exact block edges"
             rm -f "$w/trace.done"
             t_trace "$w/trace"
             touch "$w/trace.done"
         fi
+    }
+    # The profile with exact block edges (trace_edges.py): the trace's edges added to
+    # profile.profile.
+    edges_profile() {
+        traced
         if ! { [ "$w/profile-edges.profile" -nt "$w/profile.profile" ] &&
             [ "$w/profile-edges.profile" -nt "$w/trace.done" ]; }; then
             python3 "$here/trace_edges.py" "$w/profile.profile" "$w/default" "$w"/trace/callgrind.out.* \
@@ -182,15 +197,38 @@ bench_target() {
         order --format lld-cgprofile -o "$w/cg.txt" 2>/dev/null
         t_link lld-cdsort "-fuse-ld=lld -B$llvm -Wl,--call-graph-ordering-file=$w/cg.txt -Wl,--call-graph-profile-sort=cdsort"
     fi
-    bolt() { # NAME OPTIONS...
+    # BOLT's profile from the same trace (trace_edges.py --bolt or --bolt-sampled PROFILE, then
+    # perf2bolt -pa): NAME.fdata, written again when older than the trace or the profile.
+    bolt_edges_data() { # NAME TRACE-EDGES-MODE...
         local name=$1
         shift
-        "$llvm/llvm-bolt" "$w/default" -o "$w/$name" -data="$w/bolt.fdata" -hot-text $(t_bolt_flags) "$@" \
+        traced
+        [ "$w/$name.fdata" -nt "$w/trace.done" ] && [ "$w/$name.fdata" -nt "$w/profile.profile" ] &&
+            return 0
+        python3 "$here/trace_edges.py" "$@" "$w/default" "$w"/trace/callgrind.out.* \
+            >"$w/$name.preagg" 2>"$w/trace-$name.log" || { cat "$w/trace-$name.log"; exit 1; }
+        "$llvm/perf2bolt" -pa -p "$w/$name.preagg" -o "$w/$name.fdata" "$w/default" \
+            >"$w/perf2bolt-$name.log" 2>&1 || { tail -20 "$w/perf2bolt-$name.log"; exit 1; }
+        cat "$w/trace-$name.log"
+        grep -E '^PERF2BOLT: (traces mismatching|Out of range)|have non-empty' "$w/perf2bolt-$name.log"
+    }
+    bolt() { # NAME FDATA OPTIONS...
+        local name=$1 data=$2
+        shift 2
+        "$llvm/llvm-bolt" "$w/default" -o "$w/$name" -data="$data" -hot-text $(t_bolt_flags) "$@" \
             >"$w/bolt-$name.log" 2>&1 || { tail -20 "$w/bolt-$name.log"; exit 1; }
     }
-    ! has bolt-fn || bolt bolt-fn -reorder-functions=cdsort
-    ! has bolt-full || bolt bolt-full -reorder-blocks=ext-tsp -split-functions -split-all-cold -split-eh \
-        -reorder-functions=cdsort
+    local full=(-reorder-blocks=ext-tsp -split-functions -split-all-cold -split-eh -reorder-functions=cdsort)
+    ! has bolt-fn || bolt bolt-fn "$w/bolt.fdata" -reorder-functions=cdsort
+    ! has bolt-full || bolt bolt-full "$w/bolt.fdata" "${full[@]}"
+    if has bolt-full-edges; then
+        bolt_edges_data bolt-edges --bolt
+        bolt bolt-full-edges "$w/bolt-edges.fdata" "${full[@]}"
+    fi
+    if has bolt-full-edges-sampled; then
+        bolt_edges_data bolt-edges-sampled --bolt-sampled "$w/profile.profile"
+        bolt bolt-full-edges-sampled "$w/bolt-edges-sampled.fdata" "${full[@]}"
+    fi
     t_check
     t_finish
 

@@ -28,6 +28,8 @@ WHAT = {
     "split-edges-original": "order + split, exact block edges (original order)",
     "bolt-fn": "BOLT 19 function order (cdsort)",
     "bolt-full": "full BOLT 19 (ext-tsp, split, cdsort)",
+    "bolt-full-edges": "full BOLT 19, exact edges (the same trace)",
+    "bolt-full-edges-sampled": "full BOLT 19, exact edges of the profile's functions only",
     "lld-cdsort": "lld 19 CDSort on our call edges",
 }
 FIGURES = [("itlb-l1-misses-per-m", "L1 iTLB"), ("itlb-l2-misses-per-m", "L2 iTLB"),

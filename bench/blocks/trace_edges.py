@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Exact block edges from an instruction trace, for bench/blocks/run.sh's split-edges arms.
+"""Exact block edges from an instruction trace, for bench/blocks/run.sh's split-edges arms (and,
+in BOLT's pre-aggregated format, for its bolt-full-edges arms: see bolt_preaggregated).
 
     trace_edges.py PROFILE BINARY CALLGRIND_OUT... > PROFILE-v5
+    trace_edges.py --bolt BINARY CALLGRIND_OUT... > PRE-AGGREGATED (perf2bolt -pa's input)
+    trace_edges.py --bolt-sampled PROFILE BINARY CALLGRIND_OUT... > PRE-AGGREGATED
 
 Stands in for branch records (LBR, AMD's BRS), which a machine without a PMU cannot record:
 callgrind run with `--dump-instr=yes --collect-jumps=yes` on BINARY (the binary PROFILE was
@@ -104,12 +107,15 @@ def position(field, last):
 
 def trace(path, binary, wanted):
     """The executions of each instruction of BINARY whose address `wanted` accepts, and the
-    jumps from them: ({address: count}, {(source, target): count}). BINARY "???" selects the
-    code valgrind found in no file instead."""
+    jumps and calls from them: ({address: count}, {(source, target): count} of the jumps, the
+    same of the calls into BINARY). BINARY "???" selects the code valgrind found in no file
+    instead."""
     want = binary if binary == "???" else os.path.realpath(binary)
     names = {"ob": {}}
-    execs, jumps = defaultdict(int), defaultdict(int)
-    ours, last, after = False, 0, None  # after: "call" or (target, count) of the line before
+    execs, jumps, calls = defaultdict(int), defaultdict(int), defaultdict(int)
+    # after: what the line before said of the next position line: None (an instruction's own
+    # cost), ("jump", target, count) or ("call", target, count, callee in BINARY).
+    ours, callee_ours, last, after = False, None, 0, None
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, line in enumerate(f, 1):
             if not line.strip() or line.startswith("#"):
@@ -120,10 +126,11 @@ def trace(path, binary, wanted):
                 if after is None:  # an instruction's own cost: Ir first
                     if ours and len(fields) > 2 and wanted(pos):
                         execs[pos] += int(fields[2])
-                elif after != "call":  # the source of the jump on the line before
-                    target, count = after
-                    if ours and wanted(pos):
-                        jumps[(pos, target)] += count
+                elif ours and wanted(pos):  # the source of the jump or call on the line before
+                    if after[0] == "jump":
+                        jumps[(pos, after[1])] += after[2]
+                    elif after[3]:  # the call's line: its inclusive cost, not executions
+                        calls[(pos, after[1])] += after[2]
                 after = None
                 continue
             key, _, value = line.rstrip("\n").partition("=")
@@ -131,24 +138,140 @@ def trace(path, binary, wanted):
                 m = re.match(r"^\((\d+)\)(?: (.*))?$", value)
                 if m and m.group(2) is not None:
                     names["ob"][m.group(1)] = m.group(2)
-                if key == "cob":
-                    continue
                 obj = names["ob"].get(m.group(1)) if m else value
                 if obj is None:
-                    raise Error(f"{path}: line {number}: ob=({m.group(1)}) used before it was named")
-                ours = (obj if want == "???" else os.path.realpath(obj)) == want
-            elif key == "calls":  # the next line is the call's inclusive cost: not executions
-                after = "call"
+                    raise Error(f"{path}: line {number}: {key}=({m.group(1)}) used before it was named")
+                is_ours = (obj if want == "???" else os.path.realpath(obj)) == want
+                if key == "cob":
+                    callee_ours = is_ours
+                else:
+                    ours = is_ours
+            elif key == "calls":  # calls=COUNT TARGET; the callee's object: the cob= before, or ob
+                count, target = value.split()[:2]
+                callee = ours if callee_ours is None else callee_ours
+                after, callee_ours = ("call", position(target, last), int(count), callee), None
             elif key in ("jump", "jcnd"):
                 # jump=COUNT TARGET; jcnd=TAKEN/EXECUTED TARGET; the next line is the source.
                 count, target = value.split()[:2]
-                after = (position(target, last), int(count.split("/")[0]))
-    return execs, jumps
+                after = ("jump", position(target, last), int(count.split("/")[0]))
+    return execs, jumps, calls
+
+
+def traces(files, binary, wanted):
+    """trace() of each callgrind file, summed (one file per process of a server)."""
+    total = (defaultdict(int), defaultdict(int), defaultdict(int))
+    for path in files:
+        for sums, counts in zip(total, trace(path, binary, wanted)):
+            for k, v in counts.items():
+                sums[k] += v
+    return total
+
+
+def owner_of(ranges):
+    """A function of an address: the name of the (start, end, name) of `ranges` (sorted, not
+    overlapping) that holds it, or None."""
+    starts = [r[0] for r in ranges]
+
+    def owner(addr):
+        i = bisect.bisect_right(starts, addr) - 1
+        return ranges[i][2] if i >= 0 and addr < ranges[i][1] else None
+    return owner
+
+
+def block_flow(blocks, ran_addrs, execs, jumps_from):
+    """One function's blocks that ran and the transfers between them: (ran block ids,
+    {(from id, to id): count} of its jumps and fall-throughs, [(last executed address of a
+    block, start of the next, count)] of its fall-throughs). `blocks`: block_map()'s list of the
+    function, `ran_addrs`: its executed addresses, sorted."""
+    first = {b[0]: b for b in blocks}
+    counts, ran, falls_through = defaultdict(int), set(), []
+    for i, (start, bid, size, falls) in enumerate(blocks):
+        lo = bisect.bisect_left(ran_addrs, start)
+        hi = bisect.bisect_left(ran_addrs, start + size)
+        if lo == hi:
+            continue
+        ran.add(bid)
+        taken_last = 0
+        for addr in ran_addrs[lo:hi]:
+            for dst, n in jumps_from.get(addr, ()):
+                if dst in first:
+                    counts[(bid, first[dst][1])] += n
+                if addr == ran_addrs[hi - 1]:
+                    taken_last += n
+        if falls and i + 1 < len(blocks):
+            nxt = blocks[i + 1]
+            through = min(execs[ran_addrs[hi - 1]] - taken_last, execs.get(nxt[0], 0))
+            if through > 0:
+                counts[(bid, nxt[1])] += through
+                falls_through.append((ran_addrs[hi - 1], nxt[0], through))
+    return ran, counts, falls_through
+
+
+def by_owner(execs, owner):
+    """{function: its executed addresses, sorted}."""
+    found = defaultdict(list)
+    for addr in sorted(execs):
+        found[owner(addr)].append(addr)
+    return found
+
+
+def jumps_by_source(jumps):
+    found = defaultdict(list)
+    for (src, dst), n in jumps.items():
+        found[src].append((dst, n))
+    return found
+
+
+def bolt_preaggregated(binary, files, profile=None):
+    """BOLT's pre-aggregated profile (`perf2bolt -pa`) of the trace: what LBR would give it.
+
+    `B SOURCE TARGET COUNT 0` for every jump and every call into BINARY (the source the jump or
+    call instruction, no mispredictions: callgrind does not simulate them), `F START END COUNT`
+    for every fall-through from a block to the next by address (START the block's last executed
+    instruction, END the next block's first: a trace across that one boundary, which BOLT counts
+    as the fall-through edge between its blocks there). Addresses in hex as in the file: BOLT
+    takes them as offsets from the main binary's load address, which are the file's addresses
+    for a PIE (callgrind gives them so for code in a file). Returns are missing (callgrind does
+    not record them), and so are fall-throughs in functions without a block map.
+
+    With PROFILE, only the transfers within and between PROFILE's functions (both ends in one
+    of them): the functions the split-edges arms get edges for, no more."""
+    maps = block_map(binary)
+    if profile is not None:
+        addr_of = symbols(binary)
+        kept = {addr_of.get(l.split()[1]) for l in open(profile) if l.startswith("fn ")}
+        maps = {addr: blocks for addr, blocks in maps.items() if addr in kept}
+    owner = owner_of(sorted((b[0][0], b[-1][0] + b[-1][2], addr) for addr, b in maps.items() if b))
+    inside = (lambda a: owner(a) is not None) if profile is not None else (lambda a: True)
+    execs, jumps, calls = traces(files, binary, inside)
+    if profile is not None:
+        jumps = {k: n for k, n in jumps.items() if inside(k[1])}
+        calls = {k: n for k, n in calls.items() if inside(k[1])}
+    by_func, jumps_from = by_owner(execs, owner), jumps_by_source(jumps)
+    out = [f"B {s:x} {t:x} {n} 0" for (s, t), n in sorted({**jumps, **calls}.items()) if n > 0]
+    falls, fall_lines = 0, 0
+    for addr, blocks in sorted(maps.items()):
+        if by_func.get(addr):
+            for start, end, n in block_flow(blocks, by_func[addr], execs, jumps_from)[2]:
+                out.append(f"F {start:x} {end:x} {n}")
+                falls, fall_lines = falls + n, fall_lines + 1
+    sys.stdout.write("\n".join(out) + "\n")
+    print(f"trace_edges: BOLT profile: {len(jumps):,} jumps ({sum(jumps.values()):,} taken), "
+          f"{len(calls):,} calls ({sum(calls.values()):,}), {fall_lines:,} "
+          f"fall-throughs ({falls:,}) in {sum(1 for f in by_func if f is not None):,} functions "
+          f"with a block map", file=sys.stderr)
+    return 0
 
 
 def main(argv):
-    if len(argv) < 4:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+    if len(argv) >= 4 and argv[1] == "--bolt":
+        return bolt_preaggregated(argv[2], argv[3:])
+    if len(argv) >= 5 and argv[1] == "--bolt-sampled":
+        return bolt_preaggregated(argv[3], argv[4:], profile=argv[2])
+    if len(argv) < 4 or argv[1].startswith("-"):
+        for usage in __doc__.splitlines():
+            if usage.strip().startswith("trace_edges.py "):
+                print(usage.strip(), file=sys.stderr)
         return 2
     profile, binary, files = argv[1], argv[2], argv[3:]
     lines = open(profile).read().splitlines()
@@ -167,26 +290,10 @@ def main(argv):
             funcs[name] = (addr, maps[addr])
     print(f"trace_edges: {len(funcs)} of the profile's {len(fn_sizes)} functions have a block map",
           file=sys.stderr)
-    ranges = sorted((b[0][0], b[-1][0] + b[-1][2], name) for name, (_, b) in funcs.items() if b)
-    starts = [r[0] for r in ranges]
-
-    def owner(addr):
-        i = bisect.bisect_right(starts, addr) - 1
-        return ranges[i][2] if i >= 0 and addr < ranges[i][1] else None
-
-    execs, jumps = defaultdict(int), defaultdict(int)
-    for path in files:
-        e, j = trace(path, binary, lambda a: owner(a) is not None)
-        for k, v in e.items():
-            execs[k] += v
-        for k, v in j.items():
-            jumps[k] += v
-    by_func = defaultdict(list)  # name -> sorted executed addresses
-    for addr in sorted(execs):
-        by_func[owner(addr)].append(addr)
-    jumps_from = defaultdict(list)
-    for (src, dst), n in jumps.items():
-        jumps_from[src].append((dst, n))
+    owner = owner_of(sorted((b[0][0], b[-1][0] + b[-1][2], name)
+                            for name, (_, b) in funcs.items() if b))
+    execs, jumps, _ = traces(files, binary, lambda a: owner(a) is not None)
+    by_func, jumps_from = by_owner(execs, owner), jumps_by_source(jumps)
 
     new_blocks, edges = [], []
     outside = 0
@@ -194,27 +301,7 @@ def main(argv):
         ran_addrs = by_func.get(name, [])
         if not ran_addrs:
             continue
-        first = {b[0]: b for b in blocks}
-        counts = defaultdict(int)
-        ran = set()
-        for i, (start, bid, size, falls) in enumerate(blocks):
-            lo = bisect.bisect_left(ran_addrs, start)
-            hi = bisect.bisect_left(ran_addrs, start + size)
-            if lo == hi:
-                continue
-            ran.add(bid)
-            taken_last = 0
-            for addr in ran_addrs[lo:hi]:
-                for dst, n in jumps_from.get(addr, ()):
-                    if dst in first:
-                        counts[(bid, first[dst][1])] += n
-                    if addr == ran_addrs[hi - 1]:
-                        taken_last += n
-            if falls and i + 1 < len(blocks):
-                nxt = blocks[i + 1]
-                through = min(execs[ran_addrs[hi - 1]] - taken_last, execs.get(nxt[0], 0))
-                if through > 0:
-                    counts[(bid, nxt[1])] += through
+        ran, counts, _ = block_flow(blocks, ran_addrs, execs, jumps_from)
         size_of = fn_sizes[name]
         fits = set()
         for start, bid, size, _ in blocks:
