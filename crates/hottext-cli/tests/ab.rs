@@ -31,11 +31,13 @@ fn doubled_work_is_b_worse_with_an_interval_excluding_one() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     work_program(dir.path());
+    // 21 rounds: with 11, a VM running two simulations and a build beside the test once put
+    // the task-clock interval of a doubling across 1 (9 of 11 rounds B slower).
     let out = ab(
         dir.path(),
         &[
             "--runs",
-            "11",
+            "21",
             "--warmup",
             "1",
             "-a",
@@ -57,8 +59,8 @@ fn doubled_work_is_b_worse_with_an_interval_excluding_one() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
-    assert_eq!(report["runs"], 11);
-    assert_eq!(report["records"].as_array().unwrap().len(), 2 * 12);
+    assert_eq!(report["runs"], 21);
+    assert_eq!(report["records"].as_array().unwrap().len(), 2 * 22);
 
     // CPU time is what doubles.
     let cpu = row(&report, "task-clock");
