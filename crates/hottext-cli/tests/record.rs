@@ -199,3 +199,58 @@ fn a_duration_too_short_for_perf_or_a_zero_frequency_is_an_input_error() {
         assert!(!dir.path().join("x.data").exists(), "{args:?}: perf ran");
     }
 }
+
+/// `--sampling every-branch` records `-j any,u` where perf can, and where it cannot (a VM
+/// without a PMU, as CI's) stops before starting anything, with exit status 2 and a message
+/// that says what block edges need. Which case applies is asked of perf itself.
+#[test]
+fn every_branch_is_recorded_where_perf_can_and_refused_plainly_where_it_cannot() {
+    require_perf();
+    let dir = TempDir::new().unwrap();
+    let perf_can = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cycles:u",
+            "-j",
+            "any,u",
+            "-o",
+            "probe.data",
+            "--",
+            "true",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+        .status
+        .success();
+    let out = hottext(
+        &[
+            "record",
+            "--sampling",
+            "every-branch",
+            "-o",
+            "rec.data",
+            "--",
+            "true",
+        ],
+        dir.path(),
+    );
+    let err = stderr(&out);
+    if perf_can {
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("-j any,u"), "{err}");
+        assert!(
+            err.contains("recording branch records of every taken branch"),
+            "{err}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("no branch records of every branch (perf record -j any fails)"),
+            "{err}"
+        );
+        assert!(!dir.path().join("rec.data").exists(), "nothing is recorded");
+    }
+}

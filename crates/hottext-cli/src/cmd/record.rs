@@ -94,6 +94,11 @@ enum SamplingArg {
     Dwarf,
     /// Branch records of calls (LBR)
     Branch,
+    /// Branch records of every taken branch (perf -j any; LBR, AMD's BRS): fewer calls a
+    /// sample, but the jumps and fall-throughs between a function's blocks, which `profile`
+    /// writes as block edges for the cluster file's block order (a clang build with
+    /// -fbasic-block-address-map)
+    EveryBranch,
     /// Samples without stacks: the cheapest; `profile` infers the edges from the code
     Plain,
 }
@@ -156,10 +161,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         per_process: args.per_process,
         sampling: args.sampling.map(|s| match s {
             SamplingArg::Stack => SampleKind::Stack,
-            SamplingArg::Branch => SampleKind::Branch,
+            SamplingArg::Branch | SamplingArg::EveryBranch => SampleKind::Branch,
             SamplingArg::Plain => SampleKind::Plain,
             SamplingArg::Dwarf => SampleKind::Dwarf,
         }),
+        every_branch: matches!(args.sampling, Some(SamplingArg::EveryBranch)),
         frame_pointer_share,
     };
     let plan = plan(&request, &machine, &runs_on)?;
@@ -170,6 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "event": plan.event,
             "frequency_hz": plan.frequency,
             "sampling": plan.sampling,
+            "every_branch": plan.every_branch,
             "scope": scope(&plan.scope),
             "duration_seconds": args.duration,
             "pin_cpu": args.cpu,
@@ -251,7 +258,7 @@ fn scope(scope: &Scope) -> String {
 /// What is about to happen and why, before perf starts (it may run for a long time).
 fn describe(plan: &Plan) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
-    let mode = plan.sampling.description();
+    let mode = plan.description();
     writeln!(
         err,
         "hottext: recording {mode} with {} at {} Hz",

@@ -95,6 +95,7 @@ fn record_running(
         pin_cpu: None,
         per_process: false,
         sampling: None,
+        every_branch: false,
         frame_pointer_share: crate::binary::Binary::open(&binary)
             .ok()
             .and_then(|b| crate::profile::code::frame_pointer_share(&b)),

@@ -14,6 +14,7 @@ const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
 const PERF_SAMPLE_BRANCH_STACK: u64 = 1 << 11;
 const PERF_SAMPLE_BRANCH_USER: u64 = 1 << 0;
+const PERF_SAMPLE_BRANCH_ANY: u64 = 1 << 3;
 const PERF_SAMPLE_BRANCH_ANY_CALL: u64 = 1 << 4;
 const ATTR_DISABLED: u64 = 1 << 0;
 const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
@@ -46,6 +47,9 @@ pub struct Machine {
     pub cycles: bool,
     /// Branch records filtered to calls (`-j any_call`): Intel LBR, AMD LbrExtV2, Arm BRBE.
     pub branch_calls: bool,
+    /// Branch records of every taken branch (`-j any`): those, and AMD's BRS, which takes no
+    /// other filter.
+    pub branch_any: bool,
     /// `kernel.perf_event_max_sample_rate`: perf refuses `-F` above it.
     pub max_sample_rate: u32,
     /// `kernel.perf_event_paranoid`.
@@ -59,10 +63,11 @@ pub struct Machine {
 impl Machine {
     /// Finds out by trying: opens the events perf would and reads the kernel's limits.
     pub fn probe() -> io::Result<Machine> {
-        let cycles = can_open(false);
+        let cycles = can_open(None);
         Ok(Machine {
             cycles,
-            branch_calls: cycles && can_open(true),
+            branch_calls: cycles && can_open(Some(PERF_SAMPLE_BRANCH_ANY_CALL)),
+            branch_any: cycles && can_open(Some(PERF_SAMPLE_BRANCH_ANY)),
             max_sample_rate: sys::kernel_number("perf_event_max_sample_rate")?.max(1) as u32,
             paranoid: sys::kernel_number("perf_event_paranoid")? as i32,
             // SAFETY: geteuid has no preconditions.
@@ -77,8 +82,9 @@ impl Machine {
     }
 }
 
-/// Opens (and closes) a sampling cycles event on this process, with branch records if asked.
-fn can_open(branch_calls: bool) -> bool {
+/// Opens (and closes) a sampling cycles event on this process, with branch records of the
+/// `branch_filter` (user space only) if one is given.
+fn can_open(branch_filter: Option<u64>) -> bool {
     let mut attr = PerfEventAttr {
         type_: PERF_TYPE_HARDWARE,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -87,9 +93,9 @@ fn can_open(branch_calls: bool) -> bool {
         flags: ATTR_DISABLED | ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV,
         ..PerfEventAttr::default()
     };
-    if branch_calls {
+    if let Some(filter) = branch_filter {
         attr.sample_type = PERF_SAMPLE_BRANCH_STACK;
-        attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | PERF_SAMPLE_BRANCH_ANY_CALL;
+        attr.branch_sample_type = PERF_SAMPLE_BRANCH_USER | filter;
     }
     // SAFETY: attr is a valid perf_event_attr of the size it states; pid 0 / cpu -1 is this
     // process on any CPU, no group, no flags.
@@ -129,9 +135,10 @@ mod tests {
             .iter()
             .any(|p| p == "cpu" || p.starts_with("cpu_") || p.starts_with("armv8"));
         if !core {
-            assert!(!m.cycles && !m.branch_calls, "{pmus:?}");
+            assert!(!m.cycles && !m.branch_calls && !m.branch_any, "{pmus:?}");
         }
         assert!(!m.branch_calls || m.cycles);
+        assert!(!m.branch_any || m.cycles);
         assert!(m.max_sample_rate > 0 && !m.online.is_empty());
     }
 }

@@ -101,6 +101,9 @@ pub struct Request {
     /// Force a way of sampling (frame-pointer or DWARF stacks, branch records, plain samples)
     /// instead of the best the machine and program allow.
     pub sampling: Option<SampleKind>,
+    /// Branch records of every taken branch (`-j any`) rather than of calls: fewer calls a
+    /// sample, but the jumps and fall-throughs between blocks (`block-edge` lines).
+    pub every_branch: bool,
     /// Share of the program's calling functions that set up a frame pointer
     /// ([`crate::profile::frame_pointer_share`]); `None` when not known. Below
     /// `FRAME_POINTERS_KEPT` (a half), stacks are unwound by DWARF CFI.
@@ -158,6 +161,9 @@ pub enum RecordError {
     /// Branch records were asked for, and the machine has none for calls.
     #[error("this machine has no branch records for calls (perf record -j any_call fails); use call stacks")]
     NoBranchRecords,
+    /// Every taken branch was asked for, and the machine cannot record it.
+    #[error("this machine has no branch records of every branch (perf record -j any fails): block edges need a CPU whose PMU records them (Intel LBR, AMD LbrExtV2 or BRS) and a VM that passes it through; without them, record call stacks (the cluster file then keeps the compiler's block order)")]
+    NoEveryBranchRecords,
     /// perf could not be started.
     #[error("cannot start perf: {0}")]
     Spawn(io::Error),

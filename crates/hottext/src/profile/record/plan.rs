@@ -21,6 +21,8 @@ pub struct Plan {
     pub duration: Option<Duration>,
     /// What the samples carry: stacks (frame pointers or DWARF), branch records or nothing.
     pub sampling: SampleKind,
+    /// With branch records: of every taken branch (`-j any`), not only of calls.
+    pub every_branch: bool,
     /// The perf event sampled (`cycles` or the software `cpu-clock`).
     pub event: &'static str,
     /// Samples per second per CPU.
@@ -44,33 +46,19 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         });
     }
     let mut reasons = Vec::new();
-    let sampling = match (req.sampling, machine.branch_calls) {
-        (Some(SampleKind::Branch), false) => return Err(RecordError::NoBranchRecords),
-        (Some(s), _) => {
-            reasons.push(format!("{}: as asked", s.description()));
-            s
+    let sampling = if req.every_branch {
+        if !machine.branch_any {
+            return Err(RecordError::NoEveryBranchRecords);
         }
-        (None, true) => {
-            reasons.push("branch records of calls: the PMU records them (LBR)".into());
-            SampleKind::Branch
-        }
-        (None, false) => match req.frame_pointer_share {
-            Some(share) if share < FRAME_POINTERS_KEPT => {
-                reasons.push(format!(
-                    "call stacks by DWARF unwinding: this machine has no branch records of calls, \
-                     and only {:.0}% of the program's calling functions set up a frame pointer; {DWARF_COST}",
-                    100.0 * share
-                ));
-                SampleKind::Dwarf
-            }
-            _ => {
-                reasons.push(
-                    "call stacks by frame pointers: this machine has no branch records of calls"
-                        .into(),
-                );
-                SampleKind::Stack
-            }
-        },
+        reasons.push(
+            "branch records of every taken branch: as asked (the jumps and fall-throughs \
+             between a function's blocks, for the cluster file's block order; fewer calls a \
+             sample than records of calls only)"
+                .into(),
+        );
+        SampleKind::Branch
+    } else {
+        choose_sampling(req, machine, &mut reasons)?
     };
     // 8 KiB of stack a sample fill perf's default 516 KiB buffer in 60 samples: it lost up to
     // 2 % of them CPU-wide on this project's 2-CPU VM, none with 16 MiB. Above
@@ -150,6 +138,7 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         output: req.output.clone(),
         duration: req.duration,
         sampling,
+        every_branch: req.every_branch,
         event,
         frequency,
         scope,
@@ -159,12 +148,58 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
     })
 }
 
+/// What the samples should carry, with the reason, where every branch was not asked for: what
+/// was asked, else branch records of calls where the PMU has them, else stacks.
+fn choose_sampling(
+    req: &Request,
+    machine: &Machine,
+    reasons: &mut Vec<String>,
+) -> Result<SampleKind, RecordError> {
+    Ok(match (req.sampling, machine.branch_calls) {
+        (Some(SampleKind::Branch), false) => return Err(RecordError::NoBranchRecords),
+        (Some(s), _) => {
+            reasons.push(format!("{}: as asked", s.description()));
+            s
+        }
+        (None, true) => {
+            reasons.push("branch records of calls: the PMU records them (LBR)".into());
+            SampleKind::Branch
+        }
+        (None, false) => match req.frame_pointer_share {
+            Some(share) if share < FRAME_POINTERS_KEPT => {
+                reasons.push(format!(
+                    "call stacks by DWARF unwinding: this machine has no branch records of calls, \
+                     and only {:.0}% of the program's calling functions set up a frame pointer; {DWARF_COST}",
+                    100.0 * share
+                ));
+                SampleKind::Dwarf
+            }
+            _ => {
+                reasons.push(
+                    "call stacks by frame pointers: this machine has no branch records of calls"
+                        .into(),
+                );
+                SampleKind::Stack
+            }
+        },
+    })
+}
+
 /// What `--call-graph dwarf` costs, as measured (bench/RESULTS.md).
 const DWARF_COST: &str = "perf copies 8 KiB of stack into each sample: \
     perf.data grows about 90 times faster (21 MB/s against 0.25 MB/s at 2500 samples/s) and \
     perf and the kernel take about 2.4 % more CPU; build with -fno-omit-frame-pointer to avoid it";
 
 impl Plan {
+    /// What the samples carry, as `hottext record` says it.
+    pub fn description(&self) -> &'static str {
+        if self.every_branch {
+            "branch records of every taken branch (LBR, BRS)"
+        } else {
+            self.sampling.description()
+        }
+    }
+
     /// The arguments after `perf`.
     pub fn perf_args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> =
@@ -177,6 +212,7 @@ impl Plan {
         ]);
         match self.sampling {
             SampleKind::Stack => args.extend(["--call-graph".into(), "fp".into()]),
+            SampleKind::Branch if self.every_branch => args.extend(["-j".into(), "any,u".into()]),
             SampleKind::Branch => args.extend(["-j".into(), "any_call,u".into()]),
             SampleKind::Plain => {}
             SampleKind::Dwarf => args.extend(["--call-graph".into(), "dwarf".into()]),

@@ -4,6 +4,7 @@ fn machine(cycles: bool, branch_calls: bool, cpus: &str) -> Machine {
     Machine {
         cycles,
         branch_calls,
+        branch_any: branch_calls,
         max_sample_rate: 8700,
         paranoid: 2,
         root: true,
@@ -20,6 +21,7 @@ fn request(target: Target) -> Request {
         pin_cpu: None,
         per_process: false,
         sampling: None,
+        every_branch: false,
         frame_pointer_share: None,
     }
 }
@@ -81,6 +83,38 @@ fn lbr_machine_records_call_branches() {
     assert_eq!(
         args(&p),
         "perf record -o perf.data -e cycles:u -F 4999 -j any_call,u -a -C 3"
+    );
+}
+
+#[test]
+fn every_branch_is_recorded_where_asked_and_the_pmu_has_it() {
+    let mut r = request(Target::Pid(42));
+    r.every_branch = true;
+    let m = machine(true, true, "0-7");
+    let p = plan(&r, &m, &CpuSet::parse("3").unwrap()).unwrap();
+    assert_eq!(
+        args(&p),
+        "perf record -o perf.data -e cycles:u -F 4999 -j any,u -a -C 3"
+    );
+    assert_eq!(p.sampling, SampleKind::Branch);
+    assert_eq!(
+        p.description(),
+        "branch records of every taken branch (LBR, BRS)"
+    );
+    assert!(p.reasons[0].contains("fall-throughs"), "{:?}", p.reasons);
+    // AMD's BRS records every branch but cannot filter calls: every branch still works.
+    let brs = Machine {
+        branch_calls: false,
+        ..m.clone()
+    };
+    assert!(args(&plan(&r, &brs, &brs.online).unwrap()).contains(" -j any,u "));
+    // Without the PMU, an error that says what block edges need, never another recording.
+    let vm = machine(false, false, "0-1");
+    let err = plan(&r, &vm, &vm.online).unwrap_err();
+    assert!(matches!(err, RecordError::NoEveryBranchRecords));
+    assert!(
+        err.to_string().contains("perf record -j any fails"),
+        "{err}"
     );
 }
 
