@@ -50,6 +50,13 @@ fn conditional_jump<'b>(
     panic!("no conditional jump between blocks in {blocks:#x?}");
 }
 
+/// [`PROGRAM`] compiled by clang 19 with a block map, and the directory that holds it.
+fn compiled() -> (tempfile::TempDir, Binary) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Binary::open(&clang_source(dir.path(), "p", PROGRAM, &[])).unwrap();
+    (dir, bin)
+}
+
 /// Whether `block` ends in a return or a jump, after which control cannot fall through.
 fn stops(code: &Code<'_>, block: &PlacedBlock) -> bool {
     let bytes = code.bytes(block.start.0, block.size as usize);
@@ -94,8 +101,7 @@ fn edges(graph: &Graph, f: FuncId) -> Vec<(u32, u32, u64)> {
 
 #[test]
 fn jumps_and_runs_between_records_become_edges_between_blocks() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = Binary::open(&clang_source(dir.path(), "p", PROGRAM, &[])).unwrap();
+    let (_dir, bin) = compiled();
     let code = Code::of(&bin);
     let map = bin.block_map().unwrap().expect("clang wrote a block map");
     let by_name = bin.index_by_name();
@@ -174,8 +180,7 @@ fn jumps_and_runs_between_records_become_edges_between_blocks() {
 /// returned in between, a branch the records would show).
 #[test]
 fn a_repeated_newest_record_counts_only_where_its_code_can_run_again_unbroken() {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = Binary::open(&clang_source(dir.path(), "p", PROGRAM, &[])).unwrap();
+    let (_dir, bin) = compiled();
     let code = Code::of(&bin);
     let map = bin.block_map().unwrap().expect("clang wrote a block map");
     let by_name = bin.index_by_name();
