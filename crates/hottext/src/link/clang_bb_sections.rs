@@ -216,15 +216,14 @@ fn plan<'a>(laid: &'a Laid) -> (Vec<Cluster<'a>>, Clusters) {
         clusters.sampled_blocks_split += blocks.len().saturating_sub(kept.len()) as u64;
         let kept_bytes = (kept.iter()).fold(0u64, |sum, b| sum.saturating_add(b.size));
         clusters.hot_bytes_after = clusters.hot_bytes_after.saturating_add(kept_bytes);
-        let ids = match laid.split.block_order {
-            BlockOrder::ExtTsp => hot_order(&kept, edges),
-            BlockOrder::Original => (std::iter::once(0))
-                .chain(kept.iter().map(|b| b.block).filter(|&b| b != 0))
-                .collect(),
+        // Without edges to follow, the order is the compiler's.
+        let followed = match laid.split.block_order {
+            BlockOrder::ExtTsp => edges,
+            BlockOrder::Original => &[],
         };
         lines.push(Cluster {
             symbols: entry.symbols().collect(),
-            kept: ids,
+            kept: hot_order(&kept, followed),
         });
     }
     (lines, clusters)
@@ -268,8 +267,10 @@ fn kept_blocks(
     let needed = min_block_share * total as f64;
     let (mut flow_in, mut flow_out) = (HashMap::default(), HashMap::default());
     for e in edges {
-        *flow_out.entry(e.from).or_insert(0u64) += e.count;
-        *flow_in.entry(e.to).or_insert(0u64) += e.count;
+        let out = flow_out.entry(e.from).or_insert(0u64);
+        *out = out.saturating_add(e.count);
+        let into = flow_in.entry(e.to).or_insert(0u64);
+        *into = into.saturating_add(e.count);
     }
     let edge_total = (edges.iter()).fold(0u64, |sum, e| sum.saturating_add(e.count));
     let flow_needed = min_block_share * edge_total as f64;
