@@ -17,8 +17,10 @@ use clang_split::{clang, link, order_to, profile_and_cluster, symbol, PROGRAM};
 use common::{hottext, run, stderr, stdout, write};
 use hottext::binary::{symbol_of, Binary};
 use hottext::graph::Graph;
+use hottext::link::is_c_runtime_startup;
 
-/// The hot functions of `profile`, by their plain names.
+/// The functions of `profile` that the linker inputs place, by their plain names: not the
+/// `.cold` parts, nor the C runtime's start-up code a stray sample may hit (`_start`).
 fn hot_functions(dir: &Path, profile: &str) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join(profile)).unwrap();
     let graph = Graph::read(text.as_bytes()).unwrap();
@@ -26,7 +28,7 @@ fn hot_functions(dir: &Path, profile: &str) -> Vec<String> {
         .funcs()
         .iter()
         .map(|f| symbol_of(&f.name).to_string())
-        .filter(|name| !name.ends_with(".cold"))
+        .filter(|name| !name.ends_with(".cold") && !is_c_runtime_startup(name))
         .collect()
 }
 /// The stated range of the function the binary names `name`.

@@ -135,7 +135,7 @@ fn two_static_functions_of_one_name_are_placed_individually() {
 }
 
 #[test]
-fn a_part_gcc_split_off_as_cold_stays_out_of_the_hot_range() {
+fn a_part_gcc_split_off_as_cold_and_the_c_runtimes_start_up_code_stay_out_of_the_hot_range() {
     let dir = tempfile::tempdir().unwrap();
     let program = "#include <stdio.h>\n#include <stdlib.h>\n\
         __attribute__((cold, noinline)) void complain(int x) { fprintf(stderr, \"bad %d\\n\", x); }\n\
@@ -150,16 +150,24 @@ fn a_part_gcc_split_off_as_cold_stays_out_of_the_hot_range() {
         bin.functions.iter().any(|f| f.name == "work.cold"),
         "gcc did not split work.cold off; the test's program needs another cold path"
     );
-    // A stray sample in the cold part: it still stays out.
+    // A stray sample in the cold part: it still stays out. So does one in Scrt1.o's `_start`,
+    // which has no input section of its own that an ld script could move.
     write(
         dir.path(),
         "p.profile",
         "# hottext profile v1\nfn main 60 10\nfn work 16 50\nfn work.cold 45 1\n\
-         call main work 50\ncall work work.cold 1\n",
+         fn _start 34 1\ncall main work 50\ncall work work.cold 1\n",
     );
     let o = order(dir.path(), "ld-script", "hot.ld", &[]);
     assert!(stderr(&o).contains("work.cold"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 functions of the C runtime's start-up code stay")
+            && stderr(&o).contains("_start"),
+        "{}",
+        stderr(&o)
+    );
     let script = std::fs::read_to_string(dir.path().join("hot.ld")).unwrap();
+    assert!(!script.contains(".text._start"), "{script}");
     // work's `.text.unlikely.work` is the split part's section; main's would be main itself.
     assert!(
         !script.contains("cold") && !script.contains(".text.unlikely.work"),

@@ -3,6 +3,8 @@
 //!
 //! Left out, in this order of precedence:
 //! - parts GCC split off as unlikely (`foo.cold`, see [`is_split_cold_part`]);
+//! - start-up code of the C runtime, which no linker input can move
+//!   ([`is_c_runtime_startup`]);
 //! - names the format cannot carry safely ([`check_entries`]): refused as an error, or left out
 //!   where a build must go on ([`UnsafeNames`]).
 //!
@@ -17,7 +19,9 @@
 use serde::Serialize;
 
 use super::format::Names;
-use super::{check_entries, is_split_cold_part, split_cold_parent, EmitError, Entry};
+use super::{
+    check_entries, is_c_runtime_startup, is_split_cold_part, split_cold_parent, EmitError, Entry,
+};
 use crate::binary::{symbol_of, Binary};
 use crate::graph::{FuncId, Graph};
 use crate::prefetch::{prefetch, DISTANCE as PREFETCH_DISTANCE};
@@ -67,6 +71,8 @@ pub struct HotList<'g> {
     pub kept: Vec<FuncId>,
     /// Parts GCC split off as unlikely.
     pub split_cold: Vec<&'g str>,
+    /// Start-up code of the C runtime.
+    pub startup: Vec<&'g str>,
     /// Names the format cannot carry safely (only with [`UnsafeNames::LeaveOut`]).
     pub unsafe_names: Vec<&'g str>,
 }
@@ -92,6 +98,7 @@ pub(crate) fn hot_list<'g>(
         entries: Vec::with_capacity(order.len()),
         kept: Vec::with_capacity(order.len()),
         split_cold: Vec::new(),
+        startup: Vec::new(),
         unsafe_names: Vec::new(),
     };
     let funcs = graph.funcs();
@@ -110,6 +117,10 @@ pub(crate) fn hot_list<'g>(
         let func = &funcs[f];
         if is_split_cold_part(&func.name) {
             list.split_cold.push(&func.name);
+            continue;
+        }
+        if is_c_runtime_startup(&func.name) {
+            list.startup.push(&func.name);
             continue;
         }
         let mut entry = Entry::from(func);
@@ -175,6 +186,21 @@ mod tests {
         assert_eq!(list.split_cold, ["f.cold", "h.cold.2"]);
         let hot = list.hot_text(&g);
         assert_eq!((hot.functions, hot.bytes), (2, 32));
+    }
+
+    #[test]
+    fn the_c_runtimes_start_up_code_stays_out() {
+        let g = graph(&["_start", "main", "frame_dummy;crtstuff.c", "start"]);
+        let list = hot_list(
+            &g,
+            &ids([0, 1, 2, 3]),
+            Names::Symbols,
+            UnsafeNames::Refuse,
+            None,
+        )
+        .unwrap();
+        assert_eq!(list.kept, ids([1, 3]));
+        assert_eq!(list.startup, ["_start", "frame_dummy;crtstuff.c"]);
     }
 
     #[test]

@@ -269,6 +269,29 @@ pub(crate) fn split_cold_parent(name: &str) -> Option<&str> {
     }
 }
 
+/// Functions of the C runtime's start-up objects: glibc's `crt1.o` and `crti.o`, GCC's
+/// `crtbegin.o` (and their `S`, `T` and `r` variants). Every C, C++ and Rust program links them,
+/// but from objects built without -ffunction-sections, so no linker input can move them, and
+/// they run once or twice. A stray sample in one (`_start` on a short run) would plan a
+/// function that `verify --binary --planned` then finds missing.
+const C_RUNTIME_STARTUP: [&str; 9] = [
+    "_start",
+    "_dl_relocate_static_pie",
+    "_init",
+    "_fini",
+    "__gmon_start__",
+    "deregister_tm_clones",
+    "register_tm_clones",
+    "__do_global_dtors_aux",
+    "frame_dummy",
+];
+
+/// Whether `name` is start-up code of the C runtime, which no linker input can place
+/// (see [`C_RUNTIME_STARTUP`]).
+pub fn is_c_runtime_startup(name: &str) -> bool {
+    C_RUNTIME_STARTUP.contains(&symbol_of(name))
+}
+
 /// An order file: `first`, each of `lines` once, in order, and `last`, one a line. Order files
 /// name the markers object's sections or symbols first and last, so that the hot range is
 /// bracketed by them.
@@ -304,6 +327,7 @@ pub(crate) fn emit_entries(
         entries: entries.to_vec(),
         kept: Vec::new(),
         split_cold: Vec::new(),
+        startup: Vec::new(),
         unsafe_names: Vec::new(),
     };
     let graph = crate::graph::Graph::default();

@@ -244,7 +244,8 @@ fn read_profile(path: &Path) -> anyhow::Result<Graph> {
         .with_context(|| format!("cannot read profile {}", path.display()))
 }
 
-/// Names the parts GCC split off that stay out, and refuses an order of nothing else.
+/// Names the parts GCC split off and the start-up code that stay out, and refuses an order of
+/// nothing else.
 fn check_hot_list(list: Option<&HotList>) -> anyhow::Result<()> {
     let Some(list) = list else {
         return Ok(());
@@ -256,8 +257,15 @@ fn check_hot_list(list: Option<&HotList>) -> anyhow::Result<()> {
             some_of(&list.split_cold)
         );
     }
+    if !list.startup.is_empty() {
+        eprintln!(
+            "hottext: {} functions of the C runtime's start-up code stay where the linker puts them (no linker input can move them): {}",
+            list.startup.len(),
+            some_of(&list.startup)
+        );
+    }
     if list.kept.is_empty() {
-        bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely");
+        bail!("no function of the profile can be placed: the only ones are parts GCC split off as unlikely and the C runtime's start-up code; record the program while it does its work");
     }
     Ok(())
 }
