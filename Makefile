@@ -3,7 +3,7 @@
 CARGO ?= cargo
 HOTTEXT := target/release/hottext
 
-.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout bench-nginx bench-blocks clean
+.PHONY: all build runtime test test-recordings lint demo fuzz setup-demo setup-test setup-lint setup-bench bench-order bench-profile bench-hugify bench-postgres bench-postgres-tune bench-demo bench-graph bench-graph-layout bench-nginx bench-blocks clean
 
 all: build runtime
 
@@ -15,7 +15,7 @@ runtime:
 	$(MAKE) --no-print-directory -C runtime
 
 ## setup-*: install what a target needs on a fresh Debian 12 machine (quick when all is there).
-setup-demo setup-test setup-lint: setup-%:
+setup-demo setup-test setup-lint setup-bench: setup-%:
 	bash scripts/setup.sh $*
 
 ## test: every test: the Rust workspace (real perf, real linkers) and the C runtime.
@@ -46,45 +46,45 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" bash scripts/fuzz.sh
 
 ## bench-*: benchmarks (not tests); results go to bench/RESULTS.md by hand.
-bench-order:
+bench-order: setup-bench
 	bash bench/order/run.sh
 
-bench-profile:
+bench-profile: setup-bench
 	bash bench/profile/run.sh
 
-bench-hugify:
+bench-hugify: setup-bench
 	bash bench/hugify-cost/run.sh
 
 ## bench-postgres: PostgreSQL 15 (Debian source) under pgbench, C3/PH/huge pages/BOLT (root, ~45 min).
-bench-postgres: build runtime
+bench-postgres: setup-bench build runtime
 	bash bench/postgres/run.sh
 
 ## bench-postgres-tune: `hottext tune` with every knob on bench-postgres's server and load (~20 min).
-bench-postgres-tune: build
+bench-postgres-tune: setup-bench build
 	bash bench/postgres/tune.sh
 
 ## bench-demo: the demo's layouts beside lld's CDSort and BOLT 19: simulated misses, requests/s (~30 min).
-bench-demo: build
+bench-demo: setup-bench build
 	bash bench/demo/run.sh
 
 ## bench-nginx: nginx 1.22 (Debian source) relinked the documented way, beside lld's CDSort and BOLT 19:
 ## simulated iTLB/i-cache misses and requests/s, server mode (~30 min).
-bench-nginx: build runtime
+bench-nginx: setup-bench build runtime
 	bash bench/nginx/run.sh
 
 ## bench-graph: the call graph against callgrind's exact one, per recording mode (bench/graph, ~20 min;
 ## PostgreSQL is built first, ~25 min more, when /tmp/hottext-pg-clang holds none).
-bench-graph: build
+bench-graph: setup-bench build
 	bash bench/graph/run.sh
 
 ## bench-graph-layout: the tail-call program's layout against BOLT 19's, simulated (~5 min).
-bench-graph-layout: build
+bench-graph-layout: setup-bench build
 	bash bench/graph/layout.sh
 
 ## bench-blocks: clang builds of PostgreSQL and the demo: function order, order + split (from the
 ## samples, and from exact block edges of a callgrind trace), BOLT 19 (function order and full),
 ## lld's CDSort, from one recording; simulated misses (issue 36, ~1 h).
-bench-blocks: build
+bench-blocks: setup-bench build
 	bash bench/blocks/run.sh
 
 clean:

@@ -8,13 +8,15 @@
 #                           with the s3proxy jar (the S3 store tests run a real S3-compatible server)
 #   scripts/setup.sh lint   rustfmt and clippy
 #   scripts/setup.sh fuzz   clang-19 and its libFuzzer, for `make fuzz`
+#   scripts/setup.sh bench  what the benchmarks add to `demo`: clang 19, BOLT 19 (llvm-bolt,
+#                           perf2bolt) and LLVM 19's tools, the peers every `make bench-*` runs
 #
 # Debian packages are installed when missing (`apt-get update` only then); as a user who is not
 # root it stops instead, printing the exact command to run. Exit status 2 when something is missing
 # that it cannot install.
 set -euo pipefail
 
-usage() { echo "usage: scripts/setup.sh demo|test|lint|fuzz" >&2; exit 2; }
+usage() { echo "usage: scripts/setup.sh demo|test|lint|fuzz|bench" >&2; exit 2; }
 [ $# -eq 1 ] || usage
 what=$1
 
@@ -27,6 +29,9 @@ test_packages=("${demo_packages[@]}" mold:/usr/bin/mold cmake:/usr/bin/cmake git
     openjdk-17-jre-headless:/usr/bin/java maven:/usr/bin/mvn chromium:/usr/bin/chromium
     nginx:/usr/sbin/nginx apache2-utils:/usr/bin/ab curl:/usr/bin/curl
     clang-19:/usr/bin/clang-19 llvm-19:/usr/bin/llvm-readobj-19)
+
+bench_packages=("${demo_packages[@]}" clang-19:/usr/bin/clang-19 llvm-19:/usr/bin/llvm-readobj-19
+    bolt-19:/usr/lib/llvm-19/bin/llvm-bolt curl:/usr/bin/curl)
 
 fuzz_packages=(clang-19:/usr/bin/clang-19
     libclang-rt-19-dev:/usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.fuzzer-x86_64.a)
@@ -89,5 +94,6 @@ case $what in
     test) need_cargo; install_packages "${test_packages[@]}"; fetch_s3proxy ;;
     lint) need_cargo; need_rust_components ;;
     fuzz) need_cargo; install_packages "${fuzz_packages[@]}" ;;
+    bench) need_cargo; install_packages "${bench_packages[@]}" ;;
     *) usage ;;
 esac
