@@ -4,7 +4,7 @@
 mod common;
 mod support;
 
-use common::{hottext, record_until_enough, stderr, stdout, write};
+use common::{hottext, perf_records_every_branch, record_until_enough, stderr, stdout, write};
 use support::need;
 use support::pipeline::{branch_commits, caught_enough, pipeline_run, recording_for, service_repo};
 
@@ -100,6 +100,44 @@ fn a_zero_frequency_is_refused_before_the_service_starts() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("[record] frequency 0 samples a second records nothing"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!started.exists(), "the service was started");
+}
+
+#[test]
+fn every_branch_where_the_pmu_cannot_record_it_is_refused_before_the_service_starts() {
+    need("perf", "--version");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let started = d.join("started");
+    write(
+        d,
+        "hottext.toml",
+        &format!(
+            "[service]\nname = \"svc\"\nbinary = \"/bin/sleep\"\n\
+             command = [\"sh\", \"-c\", \"touch {} && exec sleep 100\"]\n\
+             [record]\nseconds = 1\nsampling = \"every-branch\"\n\
+             [store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
+            started.display()
+        ),
+    );
+    // The pipeline checks its repository before it records.
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(d)
+        .status();
+    assert!(git.is_ok_and(|s| s.success()), "git init failed");
+    let out = hottext(&["pipeline", "run", "--config", "hottext.toml"], d);
+    if perf_records_every_branch() {
+        // A machine with the PMU gets past the check: the service is started and recorded.
+        assert!(started.exists(), "{}", stderr(&out));
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no branch records of every branch"),
         "{}",
         stderr(&out)
     );

@@ -7,7 +7,9 @@ mod program;
 
 use std::process::Command;
 
-use common::{hottext, record_until_enough, require_perf, stderr, KillOnDrop};
+use common::{
+    hottext, perf_records_every_branch, record_until_enough, require_perf, stderr, KillOnDrop,
+};
 use program::{build, call_weight, enough_samples, WORK_SECONDS};
 use tempfile::TempDir;
 
@@ -207,24 +209,7 @@ fn a_duration_too_short_for_perf_or_a_zero_frequency_is_an_input_error() {
 fn every_branch_is_recorded_where_perf_can_and_refused_plainly_where_it_cannot() {
     require_perf();
     let dir = TempDir::new().unwrap();
-    let perf_can = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "cycles:u",
-            "-j",
-            "any,u",
-            "-o",
-            "probe.data",
-            "--",
-            "true",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap()
-        .status
-        .success();
+    let perf_can = perf_records_every_branch();
     let out = hottext(
         &[
             "record",

@@ -14,8 +14,8 @@ use hottext::os::cancel;
 use hottext::os::proc::Pid;
 use hottext::profile::frame_pointer_share;
 use hottext::profile::record::{
-    affinity, check_frequency, check_seconds, plan, Machine, Outcome, Plan, Request, Scope,
-    Session, Target,
+    affinity, check_frequency, check_seconds, plan, Machine, Outcome, Plan, Request, Sampling,
+    Scope, Session, Target,
 };
 use hottext::profile::SampleKind;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -160,12 +160,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         pin_cpu: args.cpu,
         per_process: args.per_process,
         sampling: args.sampling.map(|s| match s {
-            SamplingArg::Stack => SampleKind::Stack,
-            SamplingArg::Branch | SamplingArg::EveryBranch => SampleKind::Branch,
-            SamplingArg::Plain => SampleKind::Plain,
-            SamplingArg::Dwarf => SampleKind::Dwarf,
+            SamplingArg::Stack => Sampling::Stack,
+            SamplingArg::Dwarf => Sampling::Dwarf,
+            SamplingArg::Branch => Sampling::Branch,
+            SamplingArg::EveryBranch => Sampling::EveryBranch,
+            SamplingArg::Plain => Sampling::Plain,
         }),
-        every_branch: matches!(args.sampling, Some(SamplingArg::EveryBranch)),
         frame_pointer_share,
     };
     let plan = plan(&request, &machine, &runs_on)?;

@@ -156,6 +156,29 @@ pub fn require_perf() {
     );
 }
 
+/// Whether perf itself records branch records of every taken branch here (`-j any`): on a
+/// CPU whose PMU has them, not in a VM without one (as CI's).
+pub fn perf_records_every_branch() -> bool {
+    let dir = tempfile::tempdir().unwrap();
+    std::process::Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cycles:u",
+            "-j",
+            "any,u",
+            "-o",
+            "probe.data",
+        ])
+        .args(["--", "true"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Compiles the C `source` as `dir/name` with frame pointers and extra gcc flags.
 pub fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
     require("gcc", &["--version"]);

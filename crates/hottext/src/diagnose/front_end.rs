@@ -205,7 +205,6 @@ pub fn record(
         pin_cpu: None,
         per_process: false,
         sampling: None,
-        every_branch: false,
         frame_pointer_share: crate::profile::code::frame_pointer_share(binary),
     };
     let machine = Machine::probe().map_err(|e| format!("cannot tell what perf can do: {e}"))?;

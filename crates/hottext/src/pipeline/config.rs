@@ -12,6 +12,7 @@
 //!
 //! [record]
 //! seconds = 60
+//! sampling = "every-branch"            # optional: stack, dwarf, branch, every-branch, plain
 //!
 //! [store]
 //! url = "s3://profiles/server?region=eu-west-1"
@@ -109,6 +110,9 @@ pub struct Record {
     pub seconds: f64,
     /// Samples per second (default: `hottext record`'s).
     pub frequency: Option<u32>,
+    /// What the samples carry (default: the best the machine and binary allow, as `hottext
+    /// record` chooses); `every-branch` gives block edges for the cluster file's block order.
+    pub sampling: Option<record::Sampling>,
 }
 
 /// `[store]`: the profile store.
@@ -227,6 +231,7 @@ impl Default for Record {
         Record {
             seconds: default_seconds(),
             frequency: None,
+            sampling: None,
         }
     }
 }

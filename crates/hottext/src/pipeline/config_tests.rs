@@ -37,6 +37,20 @@ fn typos_are_errors() {
 }
 
 #[test]
+fn the_sampling_is_one_record_offers() {
+    assert_eq!(read(MINIMAL).unwrap().record.sampling, None);
+    let every = MINIMAL.replace("[store]", "[record]\nsampling = \"every-branch\"\n[store]");
+    let c = read(&every).unwrap();
+    assert_eq!(c.record.sampling, Some(record::Sampling::EveryBranch));
+    let typo = MINIMAL.replace("[store]", "[record]\nsampling = \"every_branch\"\n[store]");
+    let err = read(&typo).unwrap_err().to_string();
+    assert!(
+        err.contains("every_branch") && err.contains("every-branch") && err.contains("line 5"),
+        "{err}"
+    );
+}
+
+#[test]
 fn huge_durations_are_refused_not_panicked() {
     // record.seconds = 1e30 once panicked and left the started service running.
     let long = MINIMAL.replace("[store]", "[record]\nseconds = 1e30\n[store]");

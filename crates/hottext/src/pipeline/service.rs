@@ -46,11 +46,17 @@ pub fn record(
     progress: &mut dyn FnMut(Duration, Duration),
 ) -> Result<Recording, PipelineError> {
     let service = &config.service;
+    let machine = Machine::probe()
+        .map_err(|e| PipelineError::Service(format!("cannot tell what perf can do here: {e}")))?;
+    // What this machine cannot record is refused before a service is started for nothing.
+    if let Some(asked) = config.record.sampling {
+        asked.check(&machine)?;
+    }
     let mut started = match &service.command {
         Some(cmd) => Some(Started::spawn(cmd, service.startup_seconds, &config.base)?),
         None => None,
     };
-    let result = record_running(config, dir, started.as_mut(), cancel, progress);
+    let result = record_running(config, &machine, dir, started.as_mut(), cancel, progress);
     if let Some(s) = started {
         s.stop();
     }
@@ -59,6 +65,7 @@ pub fn record(
 
 fn record_running(
     config: &Config,
+    machine: &Machine,
     dir: &Path,
     started: Option<&mut Started>,
     cancel: &AtomicBool,
@@ -94,18 +101,15 @@ fn record_running(
         frequency: config.record.frequency,
         pin_cpu: None,
         per_process: false,
-        sampling: None,
-        every_branch: false,
+        sampling: config.record.sampling,
         frame_pointer_share: crate::binary::Binary::open(&binary)
             .ok()
             .and_then(|b| crate::profile::code::frame_pointer_share(&b)),
     };
-    let machine = Machine::probe()
-        .map_err(|e| PipelineError::Service(format!("cannot tell what perf can do here: {e}")))?;
     let runs_on = affinity(pid).map_err(|e| {
         PipelineError::Service(format!("cannot read where process {pid} may run: {e}"))
     })?;
-    let plan = plan(&request, &machine, &runs_on)?;
+    let plan = plan(&request, machine, &runs_on)?;
 
     let mut load = match (&service.load, started.is_some()) {
         (Some(cmd), true) => Some(spawn(cmd, &config.base, "load")?),

@@ -83,6 +83,44 @@ pub enum Scope {
     Process,
 }
 
+/// A way of sampling a user may ask for: `record --sampling`, the pipeline's `[record] sampling`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sampling {
+    /// Call stacks by frame pointers.
+    Stack,
+    /// Call stacks by DWARF unwinding, for programs without frame pointers.
+    Dwarf,
+    /// Branch records of calls (LBR).
+    Branch,
+    /// Branch records of every taken branch (`-j any`): fewer calls a sample, but the jumps
+    /// and fall-throughs between a function's blocks (`block-edge` lines).
+    EveryBranch,
+    /// Samples without stacks: `profile` infers the edges from the code.
+    Plain,
+}
+
+impl Sampling {
+    /// What the samples carry.
+    pub fn kind(self) -> SampleKind {
+        match self {
+            Sampling::Stack => SampleKind::Stack,
+            Sampling::Dwarf => SampleKind::Dwarf,
+            Sampling::Branch | Sampling::EveryBranch => SampleKind::Branch,
+            Sampling::Plain => SampleKind::Plain,
+        }
+    }
+
+    /// Refuses what `machine` cannot record: branch records without a PMU that has them.
+    pub fn check(self, machine: &Machine) -> Result<(), RecordError> {
+        match self {
+            Sampling::Branch if !machine.branch_calls => Err(RecordError::NoBranchRecords),
+            Sampling::EveryBranch if !machine.branch_any => Err(RecordError::NoEveryBranchRecords),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What the user asked for.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -98,12 +136,8 @@ pub struct Request {
     pub pin_cpu: Option<u32>,
     /// Use per-process events even where CPU-wide ones would do.
     pub per_process: bool,
-    /// Force a way of sampling (frame-pointer or DWARF stacks, branch records, plain samples)
-    /// instead of the best the machine and program allow.
-    pub sampling: Option<SampleKind>,
-    /// Branch records of every taken branch (`-j any`) rather than of calls: fewer calls a
-    /// sample, but the jumps and fall-throughs between blocks (`block-edge` lines).
-    pub every_branch: bool,
+    /// Force a way of sampling instead of the best the machine and program allow.
+    pub sampling: Option<Sampling>,
     /// Share of the program's calling functions that set up a frame pointer
     /// ([`crate::profile::frame_pointer_share`]); `None` when not known. Below
     /// `FRAME_POINTERS_KEPT` (a half), stacks are unwound by DWARF CFI.

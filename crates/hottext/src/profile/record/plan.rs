@@ -4,7 +4,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Machine, RecordError, Request, Scope, Target, DEFAULT_FREQUENCY, MAX_CPU_WIDE};
+use super::{
+    Machine, RecordError, Request, Sampling, Scope, Target, DEFAULT_FREQUENCY, MAX_CPU_WIDE,
+};
 use crate::os::cpus::CpuSet;
 use crate::os::shell;
 use crate::profile::code::FRAME_POINTERS_KEPT;
@@ -45,11 +47,12 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
             level: machine.paranoid,
         });
     }
+    if let Some(asked) = req.sampling {
+        asked.check(machine)?;
+    }
     let mut reasons = Vec::new();
-    let sampling = if req.every_branch {
-        if !machine.branch_any {
-            return Err(RecordError::NoEveryBranchRecords);
-        }
+    let every_branch = req.sampling == Some(Sampling::EveryBranch);
+    let sampling = if every_branch {
         reasons.push(
             "branch records of every taken branch: as asked (the jumps and fall-throughs \
              between a function's blocks, for the cluster file's block order; fewer calls a \
@@ -58,7 +61,7 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         );
         SampleKind::Branch
     } else {
-        choose_sampling(req, machine, &mut reasons)?
+        choose_sampling(req, machine, &mut reasons)
     };
     // 8 KiB of stack a sample fill perf's default 516 KiB buffer in 60 samples: it lost up to
     // 2 % of them CPU-wide on this project's 2-CPU VM, none with 16 MiB. Above
@@ -138,7 +141,7 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
         output: req.output.clone(),
         duration: req.duration,
         sampling,
-        every_branch: req.every_branch,
+        every_branch,
         event,
         frequency,
         scope,
@@ -149,14 +152,10 @@ pub fn plan(req: &Request, machine: &Machine, affinity: &CpuSet) -> Result<Plan,
 }
 
 /// What the samples should carry, with the reason, where every branch was not asked for: what
-/// was asked, else branch records of calls where the PMU has them, else stacks.
-fn choose_sampling(
-    req: &Request,
-    machine: &Machine,
-    reasons: &mut Vec<String>,
-) -> Result<SampleKind, RecordError> {
-    Ok(match (req.sampling, machine.branch_calls) {
-        (Some(SampleKind::Branch), false) => return Err(RecordError::NoBranchRecords),
+/// was asked (which the machine can record), else branch records of calls where the PMU has
+/// them, else stacks.
+fn choose_sampling(req: &Request, machine: &Machine, reasons: &mut Vec<String>) -> SampleKind {
+    match (req.sampling.map(Sampling::kind), machine.branch_calls) {
         (Some(s), _) => {
             reasons.push(format!("{}: as asked", s.description()));
             s
@@ -182,7 +181,7 @@ fn choose_sampling(
                 SampleKind::Stack
             }
         },
-    })
+    }
 }
 
 /// What `--call-graph dwarf` costs, as measured (bench/RESULTS.md).

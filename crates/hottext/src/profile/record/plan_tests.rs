@@ -21,7 +21,6 @@ fn request(target: Target) -> Request {
         pin_cpu: None,
         per_process: false,
         sampling: None,
-        every_branch: false,
         frame_pointer_share: None,
     }
 }
@@ -89,7 +88,7 @@ fn lbr_machine_records_call_branches() {
 #[test]
 fn every_branch_is_recorded_where_asked_and_the_pmu_has_it() {
     let mut r = request(Target::Pid(42));
-    r.every_branch = true;
+    r.sampling = Some(Sampling::EveryBranch);
     let m = machine(true, true, "0-7");
     let p = plan(&r, &m, &CpuSet::parse("3").unwrap()).unwrap();
     assert_eq!(
@@ -199,7 +198,7 @@ fn frequency_is_capped_by_the_kernel_and_branch_needs_a_pmu() {
     let mut r = request(Target::Pid(1));
     r.frequency = Some(20000);
     assert_eq!(plan(&r, &m, &m.online).unwrap().frequency, 8700);
-    r.sampling = Some(SampleKind::Branch);
+    r.sampling = Some(Sampling::Branch);
     assert!(matches!(
         plan(&r, &m, &m.online),
         Err(RecordError::NoBranchRecords)
