@@ -294,7 +294,9 @@ fn a_million_function_report_stays_small_and_renders_quickly() {
     assert!(size < 10 << 20, "the page is {size} bytes");
     let (dom, console, took) = chromium(&page, &d.join("big.png"));
     assert!(console.is_empty(), "the page logged: {console:#?}");
-    assert!(took < Duration::from_secs(10), "Chromium took {took:?}");
+    // Chromium's own start-up is part of it; on a loaded 2-CPU VM that alone takes seconds. A
+    // page that laid out each of a million functions would take minutes.
+    assert!(took < Duration::from_secs(30), "Chromium took {took:?}");
     let cells: u64 = attribute(&dom, "heat-0", "data-cells")
         .unwrap()
         .parse()

@@ -319,7 +319,9 @@ fn icache_overflow_of_a_huge_function_takes_no_time() {
     let started = std::time::Instant::now();
     let at = place_in_order(&g, &ids([0, 1]), 1);
     let overflow = super::cache_sets::set_conflicts(&g, &at, crate::caches::L1I).share();
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    // Visiting its lines would take minutes; a loaded machine running the tests in parallel
+    // may stretch the real work (well under a millisecond) many times over.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
     // `huge`'s samples decay from its entry: its head and `small` fit the sets, and what
     // misses is the sliver of samples on its 2^34 other lines.
     assert!(overflow > 0.0 && overflow < 0.01, "{overflow}");
