@@ -4,6 +4,8 @@
 mod common;
 mod support;
 
+use std::path::{Path, PathBuf};
+
 use common::{hottext, perf_records_every_branch, record_until_enough, stderr, stdout, write};
 use support::need;
 use support::pipeline::{branch_commits, caught_enough, pipeline_run, recording_for, service_repo};
@@ -81,10 +83,9 @@ fn install_refuses_a_service_name_that_systemd_rejects() {
     assert!(!d.join("units").exists(), "units were written");
 }
 
-#[test]
-fn a_zero_frequency_is_refused_before_the_service_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// Writes `d/hottext.toml` for a service the pipeline starts, with these `[record]` lines; the
+/// returned file exists once the service has been started.
+fn config_of_a_started_service(d: &Path, record: &str) -> PathBuf {
     let started = d.join("started");
     write(
         d,
@@ -92,10 +93,18 @@ fn a_zero_frequency_is_refused_before_the_service_starts() {
         &format!(
             "[service]\nname = \"svc\"\nbinary = \"/bin/sleep\"\n\
              command = [\"sh\", \"-c\", \"touch {} && exec sleep 100\"]\n\
-             [record]\nseconds = 1\nfrequency = 0\n[store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
+             [record]\nseconds = 1\n{record}\n[store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
             started.display()
         ),
     );
+    started
+}
+
+#[test]
+fn a_zero_frequency_is_refused_before_the_service_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let started = config_of_a_started_service(d, "frequency = 0");
     let out = hottext(&["pipeline", "run", "--config", "hottext.toml"], d);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
@@ -111,18 +120,7 @@ fn every_branch_where_the_pmu_cannot_record_it_is_refused_before_the_service_sta
     need("perf", "--version");
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let started = d.join("started");
-    write(
-        d,
-        "hottext.toml",
-        &format!(
-            "[service]\nname = \"svc\"\nbinary = \"/bin/sleep\"\n\
-             command = [\"sh\", \"-c\", \"touch {} && exec sleep 100\"]\n\
-             [record]\nseconds = 1\nsampling = \"every-branch\"\n\
-             [store]\nurl = \"store\"\n[repo]\nmeta = \"m.meta\"\n",
-            started.display()
-        ),
-    );
+    let started = config_of_a_started_service(d, "sampling = \"every-branch\"");
     // The pipeline checks its repository before it records.
     let git = std::process::Command::new("git")
         .args(["init", "-q"])
