@@ -273,8 +273,8 @@ pub(crate) fn split_cold_parent(name: &str) -> Option<&str> {
 /// `crtbegin.o` (and their `S`, `T` and `r` variants), and before glibc 2.34 the start-up
 /// functions `libc_nonshared.a` added. Every C, C++ and Rust program links them, but from
 /// objects built without -ffunction-sections, so no linker input can move them, and they run
-/// once or twice. A stray sample in one (`_start` on a short run) would plan a
-/// function that `verify --binary --planned` then finds missing.
+/// once or twice. A stray sample in one (`_start` on a short run) would plan a function that
+/// `verify --binary --planned` then finds missing.
 const C_RUNTIME_STARTUP: [&str; 11] = [
     "_start",
     "_dl_relocate_static_pie",
