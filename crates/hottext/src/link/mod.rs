@@ -289,8 +289,8 @@ const C_RUNTIME_STARTUP: [&str; 11] = [
     "frame_dummy",
 ];
 
-/// Whether `name` is start-up code of the C runtime, which no linker input can place
-/// (see [`C_RUNTIME_STARTUP`]).
+/// Whether `name` is start-up code of the C runtime (`_start`, `frame_dummy` and the rest of
+/// crt1.o, crti.o and crtbegin.o), which no linker input can place.
 pub fn is_c_runtime_startup(name: &str) -> bool {
     C_RUNTIME_STARTUP.contains(&symbol_of(name))
 }
