@@ -139,7 +139,7 @@ fn cargo(dir: &Path, args: &[&str], binary: &str) -> PathBuf {
         stderr(&out)
     );
     let to = dir.join(binary);
-    std::fs::copy(dir.join("target/release/app"), &to).unwrap();
+    common::copy_program(&dir.join("target/release/app"), &to);
     to
 }
 

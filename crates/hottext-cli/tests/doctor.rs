@@ -105,7 +105,7 @@ fn doctor_checks_a_running_service() {
     // A copy of sleep in the test's folder: the file-text check must try its scratch file
     // beside the file /proc/PID/exe points to (issue 33: it tried /proc/PID and gave up).
     let sleep = d.join("sleep");
-    std::fs::copy("/usr/bin/sleep", &sleep).expect("this test needs /usr/bin/sleep (coreutils)");
+    common::copy_program(std::path::Path::new("/usr/bin/sleep"), &sleep);
     let mut sleeper = common::KillOnDrop(
         std::process::Command::new(&sleep)
             .arg("30")

@@ -114,7 +114,7 @@ fn two_runs_commit_only_the_meta_file_and_the_cmake_build_uses_the_newer_profile
         "{}",
         log(&first)
     );
-    std::fs::copy(repo.join("build/demo-service"), dir.path().join("plain")).unwrap();
+    common::copy_program(&repo.join("build/demo-service"), &dir.path().join("plain"));
 
     // Two scheduled refreshes.
     for _ in 0..2 {

@@ -156,6 +156,20 @@ pub fn require_perf() {
     );
 }
 
+/// Copies a program a test runs afterwards, by `cp` in a child process. A copy this process
+/// wrote itself would hold a write descriptor for a moment, which a child that another test
+/// thread forks at that moment inherits until its exec; running the copy then fails with
+/// ETXTBSY ("Text file busy", seen once in CI).
+pub fn copy_program(from: &Path, to: &Path) {
+    let status = Command::new("cp").arg(from).arg(to).status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "cp {} {} failed",
+        from.display(),
+        to.display()
+    );
+}
+
 /// Whether perf itself records branch records of every taken branch here (`-j any`): on a
 /// CPU whose PMU has them, not in a VM without one (as CI's).
 pub fn perf_records_every_branch() -> bool {
