@@ -34,9 +34,7 @@ impl Graph {
 
     /// The block edges of `func`, by source and target; empty without branch records.
     pub fn block_edges_of(&self, func: FuncId) -> &[BlockEdge] {
-        let start = self.block_edges.partition_point(|e| e.func < func);
-        let end = start + self.block_edges[start..].partition_point(|e| e.func == func);
-        &self.block_edges[start..end]
+        super::blocks::entries_of(&self.block_edges, func, |e| e.func)
     }
 
     /// The edges' counts, summed; at most [`super::MAX_COUNT`] in a profile that was read.

@@ -80,10 +80,15 @@ impl Graph {
 
     /// The sampled blocks of `func`, by block id; empty when the profile has none for it.
     pub fn blocks_of(&self, func: FuncId) -> &[BlockSamples] {
-        let start = self.blocks.partition_point(|b| b.func < func);
-        let end = start + self.blocks[start..].partition_point(|b| b.func == func);
-        &self.blocks[start..end]
+        entries_of(&self.blocks, func, |b| b.func)
     }
+}
+
+/// The run of `entries` (sorted by function) that belong to `func`.
+pub(super) fn entries_of<T>(entries: &[T], func: FuncId, func_of: impl Fn(&T) -> FuncId) -> &[T] {
+    let start = entries.partition_point(|e| func_of(e) < func);
+    let end = start + entries[start..].partition_point(|e| func_of(e) == func);
+    &entries[start..end]
 }
 
 /// Writes the `block` lines of `graph`, by function name (`rank` is each function's place in
